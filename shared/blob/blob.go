@@ -1,0 +1,37 @@
+// Package blob is the port for object storage: job inputs, data blocks and
+// results. Adapters: fsblob (embedded, a directory) and, for AWS, S3.
+package blob
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Info describes a stored object.
+type Info struct {
+	Key      string
+	Size     int64
+	Modified time.Time
+}
+
+// Store is an object store. Keys are slash-separated paths of printable
+// characters without "..", leading "/" or NUL; adapters reject others with
+// job.ErrInvalid. Missing objects yield job.ErrNotFound. Implementations are
+// safe for concurrent use.
+type Store interface {
+	// Put stores the whole content of r under key, replacing any object.
+	// Readers never see a partly written object.
+	Put(ctx context.Context, key string, r io.Reader) error
+	// Get opens the whole object.
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	// GetRange opens length bytes from offset off. A range that runs past
+	// the end is cut at the end; an offset at or past the end yields an empty reader.
+	GetRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error)
+	// Head returns the object's size and modification time.
+	Head(ctx context.Context, key string) (Info, error)
+	// List returns the objects whose keys start with prefix, in key order.
+	List(ctx context.Context, prefix string) ([]Info, error)
+	// Delete removes the object; deleting a missing object is not an error.
+	Delete(ctx context.Context, key string) error
+}

@@ -1,0 +1,88 @@
+// Package queue is the port for task queues with SQS semantics: at-least-once
+// delivery, a visibility timeout as the lease, per-message delays, receive
+// counts and a dead-letter queue after a maximum number of receives.
+// Adapters: sqlitequeue (embedded) and, for AWS, SQS.
+package queue
+
+import (
+	"context"
+	"time"
+)
+
+// Limits that every adapter enforces, so code that runs on the embedded
+// backend also runs on SQS.
+const (
+	// MaxBatch is the most messages one Send, Delete or ChangeVisibility
+	// call to the backend takes; Send splits larger slices itself.
+	MaxBatch = 10
+	// MaxBodyBytes is the largest message body.
+	MaxBodyBytes = 1 << 20
+	// MaxDelay is the longest per-message delay.
+	MaxDelay = 15 * time.Minute
+	// MaxVisibility is the longest visibility timeout.
+	MaxVisibility = 12 * time.Hour
+)
+
+// Config describes a queue when it is created.
+type Config struct {
+	// Visibility is the default visibility timeout for received messages.
+	Visibility time.Duration
+	// MaxReceives moves a message to DeadLetter when it is received more
+	// often than this; 0 disables the dead-letter queue.
+	MaxReceives int
+	// DeadLetter names the dead-letter queue (created by the caller).
+	DeadLetter string
+}
+
+// Outgoing is a message to send.
+type Outgoing struct {
+	Body []byte
+	// Delay before the message is first visible; at most MaxDelay.
+	Delay time.Duration
+}
+
+// Message is a received message.
+type Message struct {
+	// ID is stable across deliveries of the same message.
+	ID   string
+	Body []byte
+	// Receipt identifies this delivery; Delete and ChangeVisibility need it.
+	// A receipt from an earlier delivery is stale and is rejected with job.ErrNotFound.
+	Receipt string
+	// ReceiveCount is 1 on the first delivery.
+	ReceiveCount int
+	SentAt       time.Time
+	// FirstReceivedAt is when the message was first delivered.
+	FirstReceivedAt time.Time
+}
+
+// Queue is a set of named queues. Unknown queue names yield job.ErrNotFound.
+// Implementations are safe for concurrent use.
+type Queue interface {
+	// Create creates the named queue or updates its config; it is idempotent.
+	Create(ctx context.Context, name string, cfg Config) error
+	// Send enqueues msgs, in batches of at most MaxBatch. A body over
+	// MaxBodyBytes or a delay over MaxDelay fails the call with job.ErrInvalid
+	// before anything is sent.
+	Send(ctx context.Context, name string, msgs ...Outgoing) error
+	// Receive leases up to max (1..MaxBatch) visible messages for visibility
+	// (0 means the queue's default), waiting up to wait for the first one.
+	// Messages whose receive count would exceed MaxReceives go to the
+	// dead-letter queue instead of being returned.
+	Receive(ctx context.Context, name string, max int, visibility, wait time.Duration) ([]Message, error)
+	// Delete removes delivered messages by receipt; stale receipts are ignored.
+	Delete(ctx context.Context, name string, receipts ...string) error
+	// ChangeVisibility makes a delivered message visible again after d
+	// (0..MaxVisibility) from now.
+	ChangeVisibility(ctx context.Context, name, receipt string, d time.Duration) error
+	// Stats reports the queue's depth.
+	Stats(ctx context.Context, name string) (Stats, error)
+}
+
+// Stats is a queue's depth.
+type Stats struct {
+	// Visible messages are ready to receive; InFlight are leased; Delayed wait for their delay.
+	Visible, InFlight, Delayed int
+	// OldestAge is the age of the oldest message, 0 when empty.
+	OldestAge time.Duration
+}
