@@ -189,6 +189,11 @@ type ControlTask struct {
 	// Op is "slice" or "finish".
 	Op    string `json:"op"`
 	JobID string `json:"job"`
+	// From is the first chunk index a slice task emits; a slicer that runs
+	// out of budget enqueues a task that continues from where it stopped.
+	From int64 `json:"from,omitempty"`
+	// Items counts the items of the chunks before From.
+	Items int64 `json:"items,omitempty"`
 }
 
 // Control operations.

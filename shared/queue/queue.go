@@ -19,7 +19,8 @@ const (
 	MaxBodyBytes = 1 << 20
 	// MaxDelay is the longest per-message delay.
 	MaxDelay = 15 * time.Minute
-	// MaxVisibility is the longest visibility timeout.
+	// MaxVisibility is the longest visibility timeout. SQS counts it from
+	// the moment of receipt, so callers must not extend a lease past it.
 	MaxVisibility = 12 * time.Hour
 )
 
@@ -36,6 +37,8 @@ type Config struct {
 
 // Outgoing is a message to send.
 type Outgoing struct {
+	// Body is the payload: valid UTF-8 text (SQS accepts nothing else), at
+	// most MaxBodyBytes. Engine messages are JSON.
 	Body []byte
 	// Delay before the message is first visible; at most MaxDelay.
 	Delay time.Duration
@@ -47,7 +50,8 @@ type Message struct {
 	ID   string
 	Body []byte
 	// Receipt identifies this delivery; Delete and ChangeVisibility need it.
-	// A receipt from an earlier delivery is stale and is rejected with job.ErrNotFound.
+	// A receipt from an earlier delivery is stale: Delete ignores it and
+	// ChangeVisibility rejects it with job.ErrNotFound.
 	Receipt string
 	// ReceiveCount is 1 on the first delivery.
 	ReceiveCount int
@@ -70,7 +74,8 @@ type Queue interface {
 	// Messages whose receive count would exceed MaxReceives go to the
 	// dead-letter queue instead of being returned.
 	Receive(ctx context.Context, name string, max int, visibility, wait time.Duration) ([]Message, error)
-	// Delete removes delivered messages by receipt; stale receipts are ignored.
+	// Delete removes delivered messages by receipt (at most MaxBatch per
+	// call); stale receipts are ignored.
 	Delete(ctx context.Context, name string, receipts ...string) error
 	// ChangeVisibility makes a delivered message visible again after d
 	// (0..MaxVisibility) from now.

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -32,9 +34,22 @@ func Open(path, schema string) (*sql.DB, error) {
 	// One connection per process: SQLite serialises writers anyway, and a
 	// single connection avoids lock upgrades between connections of one pool.
 	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(schema); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("sqlitedb: apply schema to %s: %w", path, err)
+	// Switching a new file to WAL needs an exclusive lock and ignores the
+	// busy timeout, so two processes opening one new file can collide: retry.
+	for attempt := 1; ; attempt++ {
+		_, err = db.Exec(schema)
+		if err == nil {
+			return db, nil
+		}
+		if !busy(err) || attempt == 100 {
+			db.Close()
+			return nil, fmt.Errorf("sqlitedb: apply schema to %s: %w", path, err)
+		}
+		time.Sleep(time.Duration(attempt) * 10 * time.Millisecond)
 	}
-	return db, nil
+}
+
+func busy(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "SQLITE_BUSY") || strings.Contains(s, "database is locked")
 }

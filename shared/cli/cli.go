@@ -1,0 +1,233 @@
+// Package cli is the slicework command line: run a sample job end to end on
+// the embedded backend with a live progress bar and a report, serve the
+// local function host, generate the sample corpus, and upload inputs.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/slicework/slicework/shared/backend"
+	"github.com/slicework/slicework/shared/engine"
+	"github.com/slicework/slicework/shared/host"
+	"github.com/slicework/slicework/shared/job"
+	"github.com/slicework/slicework/shared/kinds/keycount"
+	"github.com/slicework/slicework/shared/kinds/recompute"
+)
+
+// Registry returns a registry with the example kinds.
+func Registry() (*engine.Registry, error) {
+	r := engine.NewRegistry()
+	if err := keycount.Register(r); err != nil {
+		return nil, err
+	}
+	if err := recompute.Register(r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// NewRoot returns the root command. Output goes to stdout and stderr.
+func NewRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "slicework",
+		Short:         "slicework runs chunked background jobs: locally on an embedded backend, or on AWS",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(runCmd(), serveCmd(), genCorpusCmd(), putCmd())
+	return root
+}
+
+// Main runs the command line with args and returns the process exit code.
+func Main(args []string) int {
+	root := NewRoot(os.Stdout, os.Stderr)
+	root.SetArgs(args)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "slicework:", err)
+		if code, ok := err.(exitCode); ok {
+			return int(code)
+		}
+		return 1
+	}
+	return 0
+}
+
+type exitCode int
+
+func (c exitCode) Error() string { return fmt.Sprintf("exit status %d", int(c)) }
+
+// hostFlags are the flags shared by run and serve.
+type hostFlags struct {
+	data       string
+	workers    int
+	visibility time.Duration
+	sweep      time.Duration
+	logFile    string
+}
+
+func (f *hostFlags) register(c *cobra.Command) {
+	c.Flags().StringVar(&f.data, "data", ".data", "data directory of the embedded backend")
+	c.Flags().IntVar(&f.workers, "workers", 4, "concurrent worker invocations per channel")
+	c.Flags().DurationVar(&f.visibility, "visibility", 2*time.Minute, "visibility timeout of the queues (the chunk lease)")
+	c.Flags().DurationVar(&f.sweep, "sweep-every", time.Minute, "period of the scheduler (sweeper)")
+	c.Flags().StringVar(&f.logFile, "log", "", "write the host's log to this file (default: stderr)")
+}
+
+// stack is an opened backend, engine and host.
+type stack struct {
+	be   *backend.Backend
+	eng  *engine.Engine
+	host *host.Host
+	log  *slog.Logger
+	logF *os.File
+}
+
+func (s *stack) close() {
+	s.be.Close()
+	if s.logF != nil {
+		s.logF.Close()
+	}
+}
+
+func openStack(f hostFlags, addr string, stderr io.Writer, onTerminal func()) (*stack, error) {
+	s := &stack{}
+	var logW io.Writer = stderr
+	if f.logFile != "" {
+		if err := os.MkdirAll(filepath.Dir(f.logFile), 0o755); err != nil {
+			return nil, err
+		}
+		lf, err := os.OpenFile(f.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("open log: %w", err)
+		}
+		s.logF, logW = lf, lf
+	}
+	s.log = slog.New(slog.NewTextHandler(logW, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	be, err := backend.Embedded(f.data, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.be = be
+	reg, err := Registry()
+	if err != nil {
+		return nil, err
+	}
+	cfg := engine.Config{Store: be.Store, Queue: be.Queue, Blobs: be.Blobs, Registry: reg, Logger: s.log}
+	if onTerminal != nil {
+		cfg.OnTerminal = func(*job.Job) { onTerminal() }
+	}
+	s.eng, err = engine.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.host, err = host.New(host.Config{
+		Engine: s.eng, Addr: addr, Workers: f.workers, Visibility: f.visibility,
+		SchedulerEvery: f.sweep, Logger: s.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func serveCmd() *cobra.Command {
+	var f hostFlags
+	var addr string
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the local function host: the API, the slicer, the workers and the scheduler",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := openStack(f, addr, cmd.ErrOrStderr(), nil)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			errc := make(chan error, 1)
+			go func() { errc <- s.host.Run(cmd.Context()) }()
+			select {
+			case err := <-errc:
+				return err
+			case <-s.host.Ready():
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "slicework: listening on http://%s (data %s, kinds %v)\n", s.host.Addr(), f.data, s.eng.Registry().Kinds())
+			return <-errc
+		},
+	}
+	f.register(c)
+	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "API listen address")
+	return c
+}
+
+func genCorpusCmd() *cobra.Command {
+	var records int64
+	var seed uint64
+	var out string
+	c := &cobra.Command{
+		Use:   "gen-corpus",
+		Short: "Write the sample NDJSON corpus (reproducible from --records and --seed)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if records < 1 {
+				return fmt.Errorf("--records must be ≥ 1")
+			}
+			w := cmd.OutOrStdout()
+			if out != "-" {
+				fh, err := os.Create(out)
+				if err != nil {
+					return err
+				}
+				defer fh.Close()
+				w = fh
+			}
+			_, err := keycount.GenerateCorpus(w, records, seed)
+			return err
+		},
+	}
+	c.Flags().Int64Var(&records, "records", 100_000, "number of records")
+	c.Flags().Uint64Var(&seed, "seed", 1, "random seed")
+	c.Flags().StringVar(&out, "out", "-", "output file (- for stdout)")
+	return c
+}
+
+func putCmd() *cobra.Command {
+	var data string
+	c := &cobra.Command{
+		Use:   "put FILE KEY",
+		Short: "Upload a file to the embedded backend's blob store, to use as a job input",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			be, err := backend.Embedded(data, nil)
+			if err != nil {
+				return err
+			}
+			defer be.Close()
+			fh, err := os.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer fh.Close()
+			if err := be.Blobs.Put(cmd.Context(), args[1], fh); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "stored %s as %s\n", args[0], args[1])
+			return nil
+		},
+	}
+	c.Flags().StringVar(&data, "data", ".data", "data directory of the embedded backend")
+	return c
+}
