@@ -41,7 +41,7 @@ func newRig(t *testing.T, reg *engine.Registry, opts ...rigOption) *rig {
 	t.Cleanup(func() { be.Close() })
 	r := &rig{t: t, be: be, clk: clk}
 	cfg := engine.Config{Store: be.Store, Queue: be.Queue, Blobs: be.Blobs, Registry: reg, Clock: clk, Worker: "test-worker",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnTerminal: func(j *job.Job) { r.mu.Lock(); r.ended = append(r.ended, j); r.mu.Unlock() }}
 	for _, o := range opts {
 		o(&cfg)
