@@ -91,8 +91,9 @@ type Counters struct {
 	// final from then on.
 	Sliced      bool  `json:"sliced"`
 	ChunksTotal int64 `json:"chunks_total"`
-	// ItemsTotal is known up front for id ranges and item lists; for byte
-	// ranges it is 0 until the job finishes.
+	// ItemsTotal is known at slice time for id ranges and item lists; for
+	// byte ranges it stays 0 (the master does not scan) and ItemsDone tells
+	// how many lines the workers read.
 	ItemsTotal   int64 `json:"items_total"`
 	ChunksDone   int64 `json:"chunks_done"`
 	ChunksFailed int64 `json:"chunks_failed"`
@@ -251,7 +252,8 @@ type Attempt struct {
 	Started time.Time `json:"started"`
 	// Duration of the handler call.
 	Duration time.Duration `json:"duration_ns"`
-	// Items processed by this attempt (successful attempts).
+	// Items processed by a successful attempt; for a failed attempt, the
+	// chunk's item count when known at slice time (it feeds ItemsFailed).
 	Items int64  `json:"items,omitempty"`
 	Error string `json:"error,omitempty"`
 	// Stack is set when the handler panicked.

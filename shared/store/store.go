@@ -4,7 +4,10 @@
 //
 // The contract is shaped for DynamoDB: every method is one conditional write
 // (or one transaction of at most 100 items) or a read, and no method needs a
-// scan. Adapters must not put every chunk's completion on one hot record.
+// scan. Adapters must not put every chunk's completion on one hot record: a
+// job's Counters may be kept in several records (per chunk segment, say) and
+// added up when the job is read. RecordAttempt does not change the job's
+// UpdatedAt.
 package store
 
 import (

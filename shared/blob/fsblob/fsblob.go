@@ -84,6 +84,10 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 		tmp.Close()
 		return fmt.Errorf("fsblob: put %s: %w", key, err)
 	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("fsblob: put %s: %w", key, err)
+	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
 		return fmt.Errorf("fsblob: put %s: sync: %w", key, err)
