@@ -751,7 +751,7 @@ func (v *env) driveToEnd(t *testing.T, id string) {
 						}
 						continue
 					}
-					if err := v.be.Queue.ChangeVisibility(ctx, name, m.Receipt, verdict.RetryAfter); err != nil {
+					if err := v.be.Queue.ChangeVisibility(ctx, name, queue.VisibilityChange{Receipt: m.Receipt, Timeout: verdict.RetryAfter}); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -61,9 +61,14 @@ func (e *Engine) ProcessChunk(ctx context.Context, body []byte, d Delivery) Verd
 	case err != nil:
 		return e.retryLater(fmt.Errorf("worker: job %s chunk %d: %w", t.JobID, t.Index, err))
 	case prior.State.Terminal():
-		// A duplicate delivery. The first one may have died before the
-		// finish check, so make it here; it is idempotent.
-		if err := e.maybeFinish(ctx, j); err != nil {
+		// A duplicate delivery. The first one may have died between its
+		// writes or before the finish check: settle and check here; both
+		// are idempotent.
+		settled, err := e.store.Settle(ctx, t.JobID, t.Index)
+		if err != nil {
+			return e.retryLater(fmt.Errorf("worker: job %s chunk %d: settle: %w", t.JobID, t.Index, err))
+		}
+		if err := e.maybeFinish(ctx, settled); err != nil {
 			return e.retryLater(err)
 		}
 		return Verdict{Ack: true}

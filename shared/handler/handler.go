@@ -98,6 +98,7 @@ func Worker(e *engine.Engine, q queue.Queue, log *slog.Logger) SQSHandler {
 		// An empty list (not null) tells the event source mapping that every record succeeded.
 		resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 		nearDeadline := deadlineGuard(ctx)
+		changes := map[string][]queue.VisibilityChange{} // by queue name
 		for _, m := range ev.Records {
 			fail := func() {
 				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
@@ -115,11 +116,18 @@ func Worker(e *engine.Engine, q queue.Queue, log *slog.Logger) SQSHandler {
 			}
 			fail()
 			if v.RetryAfter > 0 {
-				d := min(v.RetryAfter, queue.MaxVisibility)
-				if err := q.ChangeVisibility(ctx, QueueName(m.EventSourceARN), m.ReceiptHandle, d); err != nil {
-					// The message still comes back after its visibility timeout.
-					log.Warn("change visibility failed", "message", m.MessageId, "err", err)
+				name := QueueName(m.EventSourceARN)
+				changes[name] = append(changes[name], queue.VisibilityChange{Receipt: m.ReceiptHandle, Timeout: min(v.RetryAfter, queue.MaxVisibility)})
+			}
+		}
+		for name, cs := range changes {
+			for len(cs) > 0 {
+				n := min(len(cs), queue.MaxBatch)
+				if err := q.ChangeVisibility(ctx, name, cs[:n]...); err != nil {
+					// Those messages still come back, after their visibility timeout.
+					log.Warn("change visibility failed", "queue", name, "err", err)
 				}
+				cs = cs[n:]
 			}
 		}
 		return resp, nil

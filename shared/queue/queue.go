@@ -77,11 +77,19 @@ type Queue interface {
 	// Delete removes delivered messages by receipt (at most MaxBatch per
 	// call); stale receipts are ignored.
 	Delete(ctx context.Context, name string, receipts ...string) error
-	// ChangeVisibility makes a delivered message visible again after d
-	// (0..MaxVisibility) from now.
-	ChangeVisibility(ctx context.Context, name, receipt string, d time.Duration) error
+	// ChangeVisibility makes delivered messages visible again after their
+	// timeouts (0..MaxVisibility) from now, at most MaxBatch per call. Every
+	// valid change is applied; if some receipts are stale, the error wraps
+	// job.ErrNotFound and names them.
+	ChangeVisibility(ctx context.Context, name string, changes ...VisibilityChange) error
 	// Stats reports the queue's depth.
 	Stats(ctx context.Context, name string) (Stats, error)
+}
+
+// VisibilityChange is one entry of ChangeVisibility.
+type VisibilityChange struct {
+	Receipt string
+	Timeout time.Duration
 }
 
 // Stats is a queue's depth.

@@ -77,6 +77,13 @@ type Store interface {
 	// sweeper releases it (delays past the queue's visibility limit).
 	RecordAttempt(ctx context.Context, jobID string, index int64, a job.Attempt, retryAt *time.Time, task *job.ChunkTask) (Recorded, error)
 
+	// Settle makes sure that chunk index's recorded outcome is reflected in
+	// the job's counters and returns the job. Adapters that derive counters
+	// in a second write (DynamoDB's per-segment roll-up) repair here what a
+	// crash between the two writes left behind; it is idempotent. The engine
+	// calls it when a duplicate delivery finds the chunk already accounted.
+	Settle(ctx context.Context, jobID string, index int64) (*job.Job, error)
+
 	// GetChunk returns one chunk record, or job.ErrNotFound if no attempt
 	// of it has been recorded.
 	GetChunk(ctx context.Context, jobID string, index int64) (*job.Chunk, error)

@@ -233,12 +233,12 @@ func Run(t *testing.T, newQueue func(t *testing.T) queue.Queue) {
 		m := receiveOne(t, ctx, q, name, long)
 
 		for _, d := range []time.Duration{-time.Second, queue.MaxVisibility + time.Second} {
-			if err := q.ChangeVisibility(ctx, name, m.Receipt, d); !errors.Is(err, job.ErrInvalid) {
+			if err := q.ChangeVisibility(ctx, name, queue.VisibilityChange{Receipt: m.Receipt, Timeout: d}); !errors.Is(err, job.ErrInvalid) {
 				t.Errorf("ChangeVisibility(%v): %v, want ErrInvalid", d, err)
 			}
 		}
 		// 0 makes it visible at once (well before the 30 s lease expires).
-		if err := q.ChangeVisibility(ctx, name, m.Receipt, 0); err != nil {
+		if err := q.ChangeVisibility(ctx, name, queue.VisibilityChange{Receipt: m.Receipt, Timeout: 0}); err != nil {
 			t.Fatalf("ChangeVisibility(0): %v", err)
 		}
 		m2 := receiveOne(t, ctx, q, name, long)
@@ -248,7 +248,7 @@ func Run(t *testing.T, newQueue func(t *testing.T) queue.Queue) {
 		// 2 s hides it for 2 s from the call, then it is visible again.
 		const d = 2 * time.Second
 		start := time.Now()
-		if err := q.ChangeVisibility(ctx, name, m2.Receipt, d); err != nil {
+		if err := q.ChangeVisibility(ctx, name, queue.VisibilityChange{Receipt: m2.Receipt, Timeout: d}); err != nil {
 			t.Fatalf("ChangeVisibility(%v): %v", d, err)
 		}
 		m3 := receiveOneAfter(t, ctx, q, name, time.Second, start, d)
@@ -256,6 +256,33 @@ func Run(t *testing.T, newQueue func(t *testing.T) queue.Queue) {
 			t.Errorf("after ChangeVisibility(%v): got %s count %d, want %s count 3", d, m3.ID, m3.ReceiveCount, m.ID)
 		}
 		deleteAll(t, ctx, q, name, []queue.Message{m3})
+	})
+
+	t.Run("ChangeVisibilityBatch", func(t *testing.T) {
+		t.Parallel()
+		ctx, q := setup(t, newQueue)
+		name := create(t, ctx, q, "", queue.Config{Visibility: long})
+		send(t, ctx, q, name, queue.Outgoing{Body: []byte("a")}, queue.Outgoing{Body: []byte("b")})
+		ms := receiveN(t, ctx, q, name, 2, long)
+		// One call brings both back at once.
+		err := q.ChangeVisibility(ctx, name,
+			queue.VisibilityChange{Receipt: ms[0].Receipt, Timeout: 0},
+			queue.VisibilityChange{Receipt: ms[1].Receipt, Timeout: 0})
+		if err != nil {
+			t.Fatalf("ChangeVisibility batch: %v", err)
+		}
+		again := receiveN(t, ctx, q, name, 2, long)
+		if got := bodiesOf(again); len(got) != 2 {
+			t.Fatalf("after batch change: %v", got)
+		}
+		var changes []queue.VisibilityChange
+		for i := 0; i <= queue.MaxBatch; i++ {
+			changes = append(changes, queue.VisibilityChange{Receipt: again[0].Receipt})
+		}
+		if err := q.ChangeVisibility(ctx, name, changes...); !errors.Is(err, job.ErrInvalid) {
+			t.Errorf("ChangeVisibility with %d changes: %v, want ErrInvalid", len(changes), err)
+		}
+		deleteAll(t, ctx, q, name, again)
 	})
 
 	t.Run("DeadLetter", func(t *testing.T) {
@@ -357,7 +384,7 @@ func Run(t *testing.T, newQueue func(t *testing.T) queue.Queue) {
 		waitStats(t, ctx, q, name, queue.Stats{Visible: 3, Delayed: 1})
 		m := receiveOne(t, ctx, q, name, long)
 		waitStats(t, ctx, q, name, queue.Stats{Visible: 2, InFlight: 1, Delayed: 1})
-		if err := q.ChangeVisibility(ctx, name, m.Receipt, 0); err != nil {
+		if err := q.ChangeVisibility(ctx, name, queue.VisibilityChange{Receipt: m.Receipt, Timeout: 0}); err != nil {
 			t.Fatalf("ChangeVisibility: %v", err)
 		}
 		waitStats(t, ctx, q, name, queue.Stats{Visible: 3, Delayed: 1})
@@ -401,7 +428,7 @@ func Run(t *testing.T, newQueue func(t *testing.T) queue.Queue) {
 		if err := q.Delete(ctx, missing, first.Receipt); !errors.Is(err, job.ErrNotFound) {
 			t.Errorf("Delete on unknown queue: %v, want ErrNotFound", err)
 		}
-		if err := q.ChangeVisibility(ctx, missing, first.Receipt, 0); !errors.Is(err, job.ErrNotFound) {
+		if err := q.ChangeVisibility(ctx, missing, queue.VisibilityChange{Receipt: first.Receipt, Timeout: 0}); !errors.Is(err, job.ErrNotFound) {
 			t.Errorf("ChangeVisibility on unknown queue: %v, want ErrNotFound", err)
 		}
 		if _, err := q.Stats(ctx, missing); !errors.Is(err, job.ErrNotFound) {

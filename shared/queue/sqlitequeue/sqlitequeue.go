@@ -396,33 +396,48 @@ func (q *Queue) Delete(ctx context.Context, name string, receipts ...string) err
 // (0..queue.MaxVisibility, else job.ErrInvalid) from now. A stale or unknown
 // receipt fails with job.ErrNotFound. A receipt stays current until its
 // message is delivered again, even after its visibility expired.
-func (q *Queue) ChangeVisibility(ctx context.Context, name, receipt string, d time.Duration) error {
-	if d < 0 || d > queue.MaxVisibility {
-		return fmt.Errorf("sqlitequeue: change visibility %s: %v outside 0..%v: %w", name, d, queue.MaxVisibility, job.ErrInvalid)
+func (q *Queue) ChangeVisibility(ctx context.Context, name string, changes ...queue.VisibilityChange) error {
+	if len(changes) > queue.MaxBatch {
+		return fmt.Errorf("sqlitequeue: change visibility %s: %d changes, more than %d: %w", name, len(changes), queue.MaxBatch, job.ErrInvalid)
 	}
+	wake := false
+	for _, c := range changes {
+		if c.Timeout < 0 || c.Timeout > queue.MaxVisibility {
+			return fmt.Errorf("sqlitequeue: change visibility %s: %v outside 0..%v: %w", name, c.Timeout, queue.MaxVisibility, job.ErrInvalid)
+		}
+		wake = wake || c.Timeout == 0
+	}
+	var stale []string
 	err := q.tx(ctx, func(tx *sql.Tx) error {
+		stale = stale[:0]
 		if _, err := loadConfig(ctx, tx, name); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE messages SET visible_at = ? WHERE queue = ? AND receipt = ?`,
-			micros(q.clock.Now().Add(d)), name, receipt)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return fmt.Errorf("receipt is stale or unknown: %w", job.ErrNotFound)
+		now := q.clock.Now()
+		for _, c := range changes {
+			res, err := tx.ExecContext(ctx, `UPDATE messages SET visible_at = ? WHERE queue = ? AND receipt = ?`,
+				micros(now.Add(c.Timeout)), name, c.Receipt)
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				stale = append(stale, c.Receipt)
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("sqlitequeue: change visibility %s: %w", name, err)
 	}
-	if d == 0 {
+	if wake {
 		q.signal()
+	}
+	if len(stale) > 0 {
+		return fmt.Errorf("sqlitequeue: change visibility %s: receipts stale or unknown %q: %w", name, stale, job.ErrNotFound)
 	}
 	return nil
 }

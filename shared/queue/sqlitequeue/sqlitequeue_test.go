@@ -111,7 +111,7 @@ func TestFakeClock(t *testing.T) {
 
 	// ChangeVisibility counts from the clock's now.
 	clk.Advance(time.Minute)
-	if err := q.ChangeVisibility(context.Background(), "q", m3.Receipt, 2*time.Second); err != nil {
+	if err := q.ChangeVisibility(context.Background(), "q", queue.VisibilityChange{Receipt: m3.Receipt, Timeout: 2*time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(2*time.Second - time.Microsecond)
@@ -166,7 +166,7 @@ func TestStaleReceipts(t *testing.T) {
 
 	// The receipt stays current after its lease expired, until redelivery.
 	clk.Advance(2 * time.Second)
-	if err := q.ChangeVisibility(ctx, "q", first.Receipt, time.Second); err != nil {
+	if err := q.ChangeVisibility(ctx, "q", queue.VisibilityChange{Receipt: first.Receipt, Timeout: time.Second}); err != nil {
 		t.Fatalf("ChangeVisibility after lease expiry, before redelivery: %v", err)
 	}
 	clk.Advance(time.Second)
@@ -175,7 +175,7 @@ func TestStaleReceipts(t *testing.T) {
 	if err := q.Delete(ctx, "q", first.Receipt, "no-such-receipt", ""); err != nil {
 		t.Fatalf("Delete with stale receipts: %v", err)
 	}
-	if err := q.ChangeVisibility(ctx, "q", first.Receipt, 0); !errors.Is(err, job.ErrNotFound) {
+	if err := q.ChangeVisibility(ctx, "q", queue.VisibilityChange{Receipt: first.Receipt, Timeout: 0}); !errors.Is(err, job.ErrNotFound) {
 		t.Fatalf("ChangeVisibility with stale receipt: %v, want ErrNotFound", err)
 	}
 	if st := stats(t, q, "q"); st.InFlight != 1 {
@@ -183,13 +183,13 @@ func TestStaleReceipts(t *testing.T) {
 	}
 	// The current receipt works, and only in its own queue.
 	mustCreate(t, q, "other", queue.Config{})
-	if err := q.ChangeVisibility(ctx, "other", second.Receipt, 0); !errors.Is(err, job.ErrNotFound) {
+	if err := q.ChangeVisibility(ctx, "other", queue.VisibilityChange{Receipt: second.Receipt, Timeout: 0}); !errors.Is(err, job.ErrNotFound) {
 		t.Fatalf("ChangeVisibility with a receipt of another queue: %v, want ErrNotFound", err)
 	}
 	if err := q.Delete(ctx, "other", second.Receipt); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.ChangeVisibility(ctx, "q", second.Receipt, 0); err != nil {
+	if err := q.ChangeVisibility(ctx, "q", queue.VisibilityChange{Receipt: second.Receipt, Timeout: 0}); err != nil {
 		t.Fatalf("ChangeVisibility with current receipt: %v", err)
 	}
 	third := receive(t, q, "q", 1, 0)[0]
@@ -370,7 +370,7 @@ func TestReopen(t *testing.T) {
 	if redelivered.ReceiveCount != 2 || string(redelivered.Body) != "leased" || redelivered.Receipt == leased.Receipt {
 		t.Fatalf("redelivery after reopen = %+v", redelivered)
 	}
-	if err := q.ChangeVisibility(context.Background(), "q", leased.Receipt, 0); !errors.Is(err, job.ErrNotFound) {
+	if err := q.ChangeVisibility(context.Background(), "q", queue.VisibilityChange{Receipt: leased.Receipt, Timeout: 0}); !errors.Is(err, job.ErrNotFound) {
 		t.Fatalf("ChangeVisibility with the receipt from before reopen: %v, want ErrNotFound", err)
 	}
 	// The queue config persisted too: a third receive dead-letters.

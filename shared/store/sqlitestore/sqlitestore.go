@@ -803,3 +803,13 @@ func timePtr(v sql.NullInt64) *time.Time {
 func nullString(s string) sql.NullString {
 	return sql.NullString{String: s, Valid: s != ""}
 }
+
+// Settle implements store.Store. Counters change in the same transaction as
+// the chunk outcome, so there is nothing to repair: it returns the job.
+func (s *Store) Settle(ctx context.Context, jobID string, index int64) (*job.Job, error) {
+	j, err := s.GetJob(ctx, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: settle: %w", err)
+	}
+	return j, nil
+}

@@ -63,6 +63,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ChunkDetails", testChunkDetails},
 		{"ListChunks", testListChunks},
 		{"ParkedRetries", testParkedRetries},
+		{"Settle", testSettle},
 		{"ListJobs", testListJobs},
 		{"ListJobsPageSize", testListJobsPageSize},
 		{"ListJobsBadCursor", testListJobsBadCursor},
@@ -450,5 +451,37 @@ func testSetSliced(t *testing.T, s store.Store) {
 	}
 	if _, err := s.SetSliced(ctx, job.NewID(time.Now()), 1, 1); !errors.Is(err, job.ErrNotFound) {
 		t.Errorf("SetSliced(missing) = %v, want ErrNotFound", err)
+	}
+}
+
+// Settle reflects every recorded outcome in the job's counters, however
+// often it is called, and reports a missing job.
+func testSettle(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	j := newJob("storetest.settle."+uniq(), time.Now())
+	j.State = job.StateRunning
+	create(t, s, j)
+	for i := int64(0); i < 3; i++ {
+		a := job.Attempt{Outcome: job.OutcomeSucceeded, Worker: "w", Started: time.Now().UTC(), Items: 2}
+		if _, err := s.RecordAttempt(ctx, j.ID, i, a, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.SetSliced(ctx, j.ID, 3, 6); err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 2; round++ {
+		for i := int64(0); i < 3; i++ {
+			got, err := s.Settle(ctx, j.ID, i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Counters.ChunksDone != 3 || got.Counters.ItemsDone != 6 || !got.Counters.Accounted() {
+				t.Fatalf("Settle(%d) round %d: counters %+v, want 3 chunks and 6 items accounted", i, round, got.Counters)
+			}
+		}
+	}
+	if _, err := s.Settle(ctx, job.NewID(time.Now()), 0); !errors.Is(err, job.ErrNotFound) {
+		t.Errorf("Settle(missing job) = %v, want ErrNotFound", err)
 	}
 }
