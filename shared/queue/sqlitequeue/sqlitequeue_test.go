@@ -111,7 +111,7 @@ func TestFakeClock(t *testing.T) {
 
 	// ChangeVisibility counts from the clock's now.
 	clk.Advance(time.Minute)
-	if err := q.ChangeVisibility(context.Background(), "q", queue.VisibilityChange{Receipt: m3.Receipt, Timeout: 2*time.Second}); err != nil {
+	if err := q.ChangeVisibility(context.Background(), "q", queue.VisibilityChange{Receipt: m3.Receipt, Timeout: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(2*time.Second - time.Microsecond)
