@@ -51,10 +51,16 @@ func ForEndpoint(ctx context.Context, endpoint, region string, client *http.Clie
 		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
 		config.WithBaseEndpoint(endpoint),
 	}
-	if client != nil {
-		opts = append(opts, config.WithHTTPClient(client))
+	cfg, err := Load(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, err
 	}
-	return Load(ctx, opts...)
+	if client != nil {
+		// Set after loading: the loader would try to add AWS_CA_BUNDLE's
+		// roots to a client it did not build, and fail.
+		cfg.HTTPClient = client
+	}
+	return cfg, nil
 }
 
 // customEndpoint reports whether S3 requests go to an endpoint other than

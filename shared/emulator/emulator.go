@@ -69,7 +69,7 @@ func Endpoint(t testing.TB, k Kind) string {
 	mu.Unlock()
 	in.once.Do(func() { in.endpoint, in.err = in.start(k) })
 	if in.err != nil {
-		if errors.Is(in.err, errNoPython) && os.Getenv("CI") == "" {
+		if errors.Is(in.err, ErrNoPython) && os.Getenv("CI") == "" {
 			t.Skipf("emulator %s: %v", k, in.err)
 		}
 		t.Fatalf("emulator %s: %v", k, in.err)
@@ -108,16 +108,49 @@ func StopAll() {
 	}
 }
 
-var errNoPython = errors.New("python3 is not installed; the AWS adapter tests need it to run the emulators")
+// ErrNoPython means python3 is missing, so no emulator can start.
+var ErrNoPython = errors.New("python3 is not installed; the AWS adapter tests need it to run the emulators")
 
 func (in *instance) start(k Kind) (string, error) {
-	venv, err := ensureVenv()
+	p, err := Start(k)
 	if err != nil {
 		return "", err
 	}
+	in.cmd, in.log = p.cmd, p.Log
+	return p.Endpoint, nil
+}
+
+// Process is an emulator started by Start.
+type Process struct {
+	// Endpoint is the emulator's base URL on a loopback port.
+	Endpoint string
+	// Log is the file that holds the emulator's output.
+	Log string
+	cmd *exec.Cmd
+}
+
+// Stop kills the emulator and waits for it to exit.
+func (p *Process) Stop() error {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return nil
+	}
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+	return nil
+}
+
+// Start starts an emulator of kind k on a free loopback port, from the
+// project's virtualenv (created when missing), and waits until it answers.
+// The emulator is killed when the calling process dies; call Stop to end it
+// sooner. Errors wrap ErrNoPython when python3 is absent.
+func Start(k Kind) (*Process, error) {
+	venv, err := ensureVenv()
+	if err != nil {
+		return nil, err
+	}
 	port, err := freePort()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	endpoint := fmt.Sprintf("http://127.0.0.1:%d", port)
 	var cmd *exec.Cmd
@@ -132,34 +165,34 @@ func (in *instance) start(k Kind) (string, error) {
 		cmd = exec.Command(filepath.Join(venv, "bin", "moto_server"), "-H", "127.0.0.1", "-p", fmt.Sprint(port))
 		health = endpoint + "/moto-api/"
 	default:
-		return "", fmt.Errorf("unknown emulator %q", k)
+		return nil, fmt.Errorf("emulator: unknown kind %q (ministack, moto)", k)
 	}
 	logf, err := os.CreateTemp("", "slicework-"+string(k)+"-*.log")
 	if err != nil {
-		return "", err
+		return nil, fmt.Errorf("emulator: %w", err)
 	}
-	in.log = logf.Name()
+	defer logf.Close()
+	p := &Process{Endpoint: endpoint, Log: logf.Name(), cmd: cmd}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// The emulator dies with the test binary even if StopAll never runs.
+	// The emulator dies with its parent even if Stop never runs.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("start %s: %w", cmd.Path, err)
+		return nil, fmt.Errorf("emulator: start %s: %w", cmd.Path, err)
 	}
-	in.cmd = cmd
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
 		resp, err := http.Get(health)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return endpoint, nil
+				return p, nil
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	_ = cmd.Process.Kill()
-	b, _ := os.ReadFile(in.log)
-	return "", fmt.Errorf("%s did not become healthy at %s within 90s; log %s:\n%s", k, health, in.log, tail(b, 3000))
+	_ = p.Stop()
+	b, _ := os.ReadFile(p.Log)
+	return nil, fmt.Errorf("emulator: %s did not become healthy at %s within 90s; log %s:\n%s", k, health, p.Log, tail(b, 3000))
 }
 
 func tail(b []byte, n int) string {
@@ -220,7 +253,7 @@ func ensureVenv() (string, error) {
 	}
 	python, err := exec.LookPath("python3")
 	if err != nil {
-		return "", errNoPython
+		return "", ErrNoPython
 	}
 	if err := os.MkdirAll(filepath.Dir(venv), 0o755); err != nil {
 		return "", err

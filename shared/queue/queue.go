@@ -6,7 +6,11 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"time"
+	"unicode/utf8"
+
+	"github.com/slicework/slicework/shared/job"
 )
 
 // Limits that every adapter enforces, so code that runs on the embedded
@@ -37,8 +41,8 @@ type Config struct {
 
 // Outgoing is a message to send.
 type Outgoing struct {
-	// Body is the payload: valid UTF-8 text (SQS accepts nothing else), at
-	// most MaxBodyBytes. Engine messages are JSON.
+	// Body is the payload: 1 to MaxBodyBytes bytes of valid UTF-8 text in
+	// the characters SQS accepts (see Validate). Engine messages are JSON.
 	Body []byte
 	// Delay before the message is first visible; at most MaxDelay.
 	Delay time.Duration
@@ -65,9 +69,9 @@ type Message struct {
 type Queue interface {
 	// Create creates the named queue or updates its config; it is idempotent.
 	Create(ctx context.Context, name string, cfg Config) error
-	// Send enqueues msgs, in batches of at most MaxBatch. A body over
-	// MaxBodyBytes or a delay over MaxDelay fails the call with job.ErrInvalid
-	// before anything is sent.
+	// Send enqueues msgs, in batches of at most MaxBatch. A message that
+	// Validate rejects fails the call with job.ErrInvalid before anything is
+	// sent.
 	Send(ctx context.Context, name string, msgs ...Outgoing) error
 	// Receive leases up to max (1..MaxBatch) visible messages for visibility
 	// (0 means the queue's default), waiting up to wait for the first one.
@@ -98,4 +102,40 @@ type Stats struct {
 	Visible, InFlight, Delayed int
 	// OldestAge is the age of the oldest message, 0 when empty.
 	OldestAge time.Duration
+}
+
+// Validate checks an outgoing message against the limits every adapter
+// enforces: a body of 1 to MaxBodyBytes bytes of valid UTF-8 holding only
+// the characters SQS accepts (#x9, #xA, #xD, #x20–#xD7FF, #xE000–#xFFFD,
+// #x10000–#x10FFFF), and a delay of 0 to MaxDelay. Errors wrap job.ErrInvalid.
+func Validate(m Outgoing) error {
+	if m.Delay < 0 || m.Delay > MaxDelay {
+		return fmt.Errorf("delay %v outside 0..%v: %w", m.Delay, MaxDelay, job.ErrInvalid)
+	}
+	b := m.Body
+	if len(b) == 0 {
+		return fmt.Errorf("empty body (SQS needs at least one character): %w", job.ErrInvalid)
+	}
+	if len(b) > MaxBodyBytes {
+		return fmt.Errorf("body of %d bytes over %d: %w", len(b), MaxBodyBytes, job.ErrInvalid)
+	}
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return fmt.Errorf("body is not valid UTF-8 at byte %d: %w", i, job.ErrInvalid)
+		}
+		if !allowedRune(r) {
+			return fmt.Errorf("body has character %U at byte %d, which SQS rejects: %w", r, i, job.ErrInvalid)
+		}
+		i += size
+	}
+	return nil
+}
+
+// allowedRune reports whether SQS accepts r in a message body.
+func allowedRune(r rune) bool {
+	return r == 0x9 || r == 0xA || r == 0xD ||
+		r >= 0x20 && r <= 0xD7FF ||
+		r >= 0xE000 && r <= 0xFFFD ||
+		r >= 0x10000 && r <= 0x10FFFF
 }

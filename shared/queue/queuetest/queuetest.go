@@ -121,6 +121,9 @@ func Run(t *testing.T, newQueue func(t *testing.T) queue.Queue) {
 			{"body over MaxBodyBytes", slices.Concat(msgs, []queue.Outgoing{{Body: bytes.Repeat([]byte("x"), queue.MaxBodyBytes+1)}})},
 			{"delay over MaxDelay", slices.Concat(msgs, []queue.Outgoing{{Body: []byte("late"), Delay: queue.MaxDelay + time.Second}})},
 			{"negative delay", slices.Concat(msgs, []queue.Outgoing{{Body: []byte("early"), Delay: -time.Second}})},
+			{"empty body", slices.Concat(msgs, []queue.Outgoing{{Body: nil}})},
+			{"body not UTF-8", slices.Concat(msgs, []queue.Outgoing{{Body: []byte{'a', 0xff, 'b'}}})},
+			{"body with NUL", slices.Concat(msgs, []queue.Outgoing{{Body: []byte("a\x00b")}})},
 		}
 		for _, c := range cases {
 			if err := q.Send(ctx, name, c.msgs...); !errors.Is(err, job.ErrInvalid) {

@@ -166,17 +166,14 @@ func (q *Queue) Create(ctx context.Context, name string, cfg queue.Config) error
 	return nil
 }
 
-// Send enqueues msgs atomically: all of them or, on error, none. Each body
-// is at most queue.MaxBodyBytes and each delay 0..queue.MaxDelay, else the
-// call fails with job.ErrInvalid before anything is sent. Sending no
+// Send enqueues msgs atomically: all of them or, on error, none. A message
+// that queue.Validate rejects fails the call with job.ErrInvalid before
+// anything is sent. Sending no
 // messages to an existing queue does nothing.
 func (q *Queue) Send(ctx context.Context, name string, msgs ...queue.Outgoing) error {
 	for i, m := range msgs {
-		if len(m.Body) > queue.MaxBodyBytes {
-			return fmt.Errorf("sqlitequeue: send %s: message %d: body of %d bytes over %d: %w", name, i, len(m.Body), queue.MaxBodyBytes, job.ErrInvalid)
-		}
-		if m.Delay < 0 || m.Delay > queue.MaxDelay {
-			return fmt.Errorf("sqlitequeue: send %s: message %d: delay %v outside 0..%v: %w", name, i, m.Delay, queue.MaxDelay, job.ErrInvalid)
+		if err := queue.Validate(m); err != nil {
+			return fmt.Errorf("sqlitequeue: send %s: message %d: %w", name, i, err)
 		}
 	}
 	err := q.tx(ctx, func(tx *sql.Tx) error {

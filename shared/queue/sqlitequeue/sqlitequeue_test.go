@@ -2,6 +2,7 @@ package sqlitequeue_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -281,10 +282,10 @@ func TestValidation(t *testing.T) {
 	if err := q.Send(ctx, "nope"); !errors.Is(err, job.ErrNotFound) {
 		t.Errorf("Send of no messages to unknown queue: %v, want ErrNotFound", err)
 	}
-	mustSend(t, q, "q", queue.Outgoing{}, queue.Outgoing{Body: make([]byte, queue.MaxBodyBytes), Delay: queue.MaxDelay})
+	mustSend(t, q, "q", queue.Outgoing{Body: []byte("x")}, queue.Outgoing{Body: bytes.Repeat([]byte("y"), queue.MaxBodyBytes), Delay: queue.MaxDelay})
 	ms := receive(t, q, "q", 1, 0)
-	if len(ms[0].Body) != 0 {
-		t.Errorf("empty body came back as %d bytes", len(ms[0].Body))
+	if string(ms[0].Body) != "x" {
+		t.Errorf("one-byte body came back as %q", ms[0].Body)
 	}
 }
 
