@@ -4,8 +4,12 @@ package blob
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"strings"
 	"time"
+
+	"github.com/slicework/slicework/shared/job"
 )
 
 // Info describes a stored object.
@@ -34,4 +38,31 @@ type Store interface {
 	List(ctx context.Context, prefix string) ([]Info, error)
 	// Delete removes the object; deleting a missing object is not an error.
 	Delete(ctx context.Context, key string) error
+}
+
+// ValidKey reports whether key obeys the key rules of Store: 1 to 1024 bytes,
+// slash-separated segments that are neither empty, "." nor "..", no leading
+// or trailing "/", and no control character, DEL or backslash. It returns nil
+// for a valid key and otherwise an error wrapping job.ErrInvalid that names
+// the rule broken. Adapters call it before touching their backend.
+func ValidKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("blob key is empty: %w", job.ErrInvalid)
+	case len(key) > 1024:
+		return fmt.Errorf("blob key longer than 1024 bytes: %w", job.ErrInvalid)
+	case strings.HasPrefix(key, "/"), strings.HasSuffix(key, "/"):
+		return fmt.Errorf("blob key %q starts or ends with '/': %w", key, job.ErrInvalid)
+	}
+	for _, part := range strings.Split(key, "/") {
+		if part == "" || part == "." || part == ".." {
+			return fmt.Errorf("blob key %q has an empty, '.' or '..' segment: %w", key, job.ErrInvalid)
+		}
+	}
+	for _, r := range key {
+		if r < 0x20 || r == 0x7f || r == '\\' {
+			return fmt.Errorf("blob key %q has a control character or backslash: %w", key, job.ErrInvalid)
+		}
+	}
+	return nil
 }
