@@ -17,6 +17,7 @@ import (
 
 	"github.com/slicework/slicework/shared/api"
 	"github.com/slicework/slicework/shared/backend"
+	"github.com/slicework/slicework/shared/backend/embedded"
 	"github.com/slicework/slicework/shared/clock"
 	"github.com/slicework/slicework/shared/engine"
 	"github.com/slicework/slicework/shared/job"
@@ -50,7 +51,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	clk := clock.NewFake(t0)
-	be, err := backend.Embedded(t.TempDir(), clk)
+	be, err := embedded.Open(t.TempDir(), clk)
 	if err != nil {
 		t.Fatal(err)
 	}

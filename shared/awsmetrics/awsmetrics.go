@@ -40,10 +40,17 @@ type Row struct {
 	// RCU and WCU are the DynamoDB read and write capacity units the calls
 	// reported as consumed.
 	RCU, WCU float64
+	// Estimated counts the successful reads whose response reported no
+	// capacity although it was asked for (some emulators omit it for
+	// BatchGetItem and TransactGetItems). Their RCU are estimated from the
+	// request as DynamoDB bills an item of up to 4 KB: 1 unit per strongly
+	// consistent read, 0.5 per eventually consistent one, 2 per
+	// transactional one.
+	Estimated int64
 }
 
 func (r Row) zero() bool {
-	return r.Calls == 0 && r.Attempts == 0 && r.Errors == 0 && r.RCU == 0 && r.WCU == 0
+	return r.Calls == 0 && r.Attempts == 0 && r.Errors == 0 && r.RCU == 0 && r.WCU == 0 && r.Estimated == 0
 }
 
 func (r *Row) add(o Row) {
@@ -52,6 +59,7 @@ func (r *Row) add(o Row) {
 	r.Errors += o.Errors
 	r.RCU += o.RCU
 	r.WCU += o.WCU
+	r.Estimated += o.Estimated
 }
 
 // Report is a snapshot of a Counter: one row per service operation that was
@@ -107,7 +115,7 @@ func (r Report) Sub(earlier Report) Report {
 		if !ok {
 			d = Row{Service: e.Service, Operation: e.Operation}
 		}
-		d.add(Row{Calls: -e.Calls, Attempts: -e.Attempts, Errors: -e.Errors, RCU: -e.RCU, WCU: -e.WCU})
+		d.add(Row{Calls: -e.Calls, Attempts: -e.Attempts, Errors: -e.Errors, RCU: -e.RCU, WCU: -e.WCU, Estimated: -e.Estimated})
 		rows[k] = d
 	}
 	var out Report
@@ -162,6 +170,9 @@ func (r Report) WriteTable(w io.Writer) error {
 	out := strings.ReplaceAll(b.String(), " \n", "\n")
 	for strings.Contains(out, " \n") {
 		out = strings.ReplaceAll(out, " \n", "\n")
+	}
+	if total.Estimated > 0 {
+		out += fmt.Sprintf("(%d reads reported no capacity; their RCU are estimated from the request, as DynamoDB bills items of up to 4 KB)\n", total.Estimated)
 	}
 	_, err := io.WriteString(w, out)
 	return err
@@ -270,6 +281,11 @@ func (m callMiddleware) HandleInitialize(ctx context.Context, in middleware.Init
 		d.Errors = 1
 	} else if capacity {
 		d.RCU, d.WCU = consumed(out.Result, write)
+		if d.RCU == 0 && d.WCU == 0 {
+			if est, ok := estimatedReads(params); ok {
+				d.RCU, d.Estimated = est, 1
+			}
+		}
 	}
 	m.c.add(ctx, d)
 	return out, md, err
@@ -382,6 +398,26 @@ func consumed(result any, write bool) (rcu, wcu float64) {
 		}
 	}
 	return rcu, wcu
+}
+
+// estimatedReads estimates the read units of a multi-item read whose
+// response reported none, from its request (see Row.Estimated).
+func estimatedReads(params any) (float64, bool) {
+	switch v := params.(type) {
+	case *dynamodb.BatchGetItemInput:
+		var rcu float64
+		for _, ka := range v.RequestItems {
+			per := 0.5
+			if aws.ToBool(ka.ConsistentRead) {
+				per = 1
+			}
+			rcu += per * float64(len(ka.Keys))
+		}
+		return rcu, true
+	case *dynamodb.TransactGetItemsInput:
+		return 2 * float64(len(v.TransactItems)), true
+	}
+	return 0, false
 }
 
 func one(cc *ddbtypes.ConsumedCapacity) []ddbtypes.ConsumedCapacity {

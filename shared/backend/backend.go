@@ -1,20 +1,16 @@
-// Package backend opens a complete set of adapters — job store, task queue,
-// blob store — for one backend. The embedded backend keeps everything in a
-// local data directory and needs no external process.
+// Package backend is a complete set of adapters — job store, task queue,
+// blob store — for one backend. Its subpackages open them: embedded (a
+// local data directory, no external process) and awsbackend (DynamoDB,
+// SQS, S3). They are separate so that the Lambda functions, which use only
+// AWS, carry no SQLite.
 package backend
 
 import (
 	"errors"
-	"fmt"
-	"path/filepath"
 
 	"github.com/slicework/slicework/shared/blob"
-	"github.com/slicework/slicework/shared/blob/fsblob"
-	"github.com/slicework/slicework/shared/clock"
 	"github.com/slicework/slicework/shared/queue"
-	"github.com/slicework/slicework/shared/queue/sqlitequeue"
 	"github.com/slicework/slicework/shared/store"
-	"github.com/slicework/slicework/shared/store/sqlitestore"
 )
 
 // Backend is the three ports of one backend.
@@ -35,27 +31,7 @@ func (b *Backend) Close() error {
 	return errors.Join(errs...)
 }
 
-// Embedded opens the embedded backend in dir: dir/store.db (jobs and
-// chunks), dir/queue.db (queues) and dir/blobs (objects). Several processes
-// may open the same dir. clk may be nil for the system clock.
-func Embedded(dir string, clk clock.Clock) (*Backend, error) {
-	if clk == nil {
-		clk = clock.System{}
-	}
-	st, err := sqlitestore.Open(filepath.Join(dir, "store.db"), sqlitestore.WithClock(clk))
-	if err != nil {
-		return nil, fmt.Errorf("backend: embedded store: %w", err)
-	}
-	q, err := sqlitequeue.Open(filepath.Join(dir, "queue.db"), sqlitequeue.WithClock(clk))
-	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("backend: embedded queue: %w", err)
-	}
-	bl, err := fsblob.New(filepath.Join(dir, "blobs"))
-	if err != nil {
-		st.Close()
-		q.Close()
-		return nil, fmt.Errorf("backend: embedded blobs: %w", err)
-	}
-	return &Backend{Name: "embedded", Store: st, Queue: q, Blobs: bl, closer: []func() error{q.Close, st.Close}}, nil
+// New returns a backend of the three adapters; closers run, in order, on Close.
+func New(name string, st store.Store, q queue.Queue, bl blob.Store, closers ...func() error) *Backend {
+	return &Backend{Name: name, Store: st, Queue: q, Blobs: bl, closer: closers}
 }

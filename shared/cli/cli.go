@@ -16,25 +16,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/slicework/slicework/shared/backend"
 	"github.com/slicework/slicework/shared/engine"
 	"github.com/slicework/slicework/shared/host"
 	"github.com/slicework/slicework/shared/job"
+	"github.com/slicework/slicework/shared/kinds"
 	"github.com/slicework/slicework/shared/kinds/keycount"
-	"github.com/slicework/slicework/shared/kinds/recompute"
 )
-
-// Registry returns a registry with the example kinds.
-func Registry() (*engine.Registry, error) {
-	r := engine.NewRegistry()
-	if err := keycount.Register(r); err != nil {
-		return nil, err
-	}
-	if err := recompute.Register(r); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
 
 // NewRoot returns the root command. Output goes to stdout and stderr.
 func NewRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -72,7 +59,7 @@ func (c exitCode) Error() string { return fmt.Sprintf("exit status %d", int(c)) 
 
 // hostFlags are the flags shared by run and serve.
 type hostFlags struct {
-	data       string
+	backendFlags
 	workers    int
 	visibility time.Duration
 	sweep      time.Duration
@@ -80,7 +67,7 @@ type hostFlags struct {
 }
 
 func (f *hostFlags) register(c *cobra.Command) {
-	c.Flags().StringVar(&f.data, "data", ".data", "data directory of the embedded backend")
+	f.backendFlags.register(c)
 	c.Flags().IntVar(&f.workers, "workers", 4, "concurrent worker invocations per channel")
 	c.Flags().DurationVar(&f.visibility, "visibility", 2*time.Minute, "visibility timeout of the queues (the chunk lease)")
 	c.Flags().DurationVar(&f.sweep, "sweep-every", time.Minute, "period of the scheduler (sweeper)")
@@ -89,7 +76,7 @@ func (f *hostFlags) register(c *cobra.Command) {
 
 // stack is an opened backend, engine and host.
 type stack struct {
-	be   *backend.Backend
+	*opened
 	eng  *engine.Engine
 	host *host.Host
 	log  *slog.Logger
@@ -97,13 +84,13 @@ type stack struct {
 }
 
 func (s *stack) close() {
-	s.be.Close()
+	s.opened.close()
 	if s.logF != nil {
 		s.logF.Close()
 	}
 }
 
-func openStack(f hostFlags, addr string, stderr io.Writer, onTerminal func()) (*stack, error) {
+func openStack(ctx context.Context, f hostFlags, addr string, stdout, stderr io.Writer, onTerminal func()) (*stack, error) {
 	s := &stack{}
 	var logW io.Writer = stderr
 	if f.logFile != "" {
@@ -117,12 +104,16 @@ func openStack(f hostFlags, addr string, stderr io.Writer, onTerminal func()) (*
 		s.logF, logW = lf, lf
 	}
 	s.log = slog.New(slog.NewTextHandler(logW, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	be, err := backend.Embedded(f.data, nil)
+	o, err := f.open(ctx, stdout)
 	if err != nil {
+		if s.logF != nil {
+			s.logF.Close()
+		}
 		return nil, err
 	}
-	s.be = be
-	reg, err := Registry()
+	s.opened = o
+	be := o.be
+	reg, err := kinds.Registry()
 	if err != nil {
 		return nil, err
 	}
@@ -134,10 +125,16 @@ func openStack(f hostFlags, addr string, stderr io.Writer, onTerminal func()) (*
 	if err != nil {
 		return nil, err
 	}
-	s.host, err = host.New(host.Config{
+	hc := host.Config{
 		Engine: s.eng, Addr: addr, Workers: f.workers, Visibility: f.visibility,
 		SchedulerEvery: f.sweep, Logger: s.log,
-	})
+	}
+	if o.metrics != nil {
+		// Poll SQS as Lambda's event source mapping does: 20 s long polls,
+		// so an idle queue costs a request per poller every 20 s.
+		hc.PollWait = 20 * time.Second
+	}
+	s.host, err = host.New(hc)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +149,7 @@ func serveCmd() *cobra.Command {
 		Short: "Run the local function host: the API, the slicer, the workers and the scheduler",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := openStack(f, addr, cmd.ErrOrStderr(), nil)
+			s, err := openStack(cmd.Context(), f, addr, cmd.OutOrStdout(), cmd.ErrOrStderr(), nil)
 			if err != nil {
 				return err
 			}
@@ -164,7 +161,7 @@ func serveCmd() *cobra.Command {
 				return err
 			case <-s.host.Ready():
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "slicework: listening on http://%s (data %s, kinds %v)\n", s.host.Addr(), f.data, s.eng.Registry().Kinds())
+			fmt.Fprintf(cmd.OutOrStdout(), "slicework: listening on http://%s (%s, kinds %v)\n", s.host.Addr(), s.where, s.eng.Registry().Kinds())
 			return <-errc
 		},
 	}
@@ -205,29 +202,29 @@ func genCorpusCmd() *cobra.Command {
 }
 
 func putCmd() *cobra.Command {
-	var data string
+	var f backendFlags
 	c := &cobra.Command{
 		Use:   "put FILE KEY",
-		Short: "Upload a file to the embedded backend's blob store, to use as a job input",
+		Short: "Upload a file to the backend's blob store (a directory, or S3), to use as a job input",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			be, err := backend.Embedded(data, nil)
+			o, err := f.open(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			defer be.Close()
+			defer o.close()
 			fh, err := os.Open(args[0])
 			if err != nil {
 				return err
 			}
 			defer fh.Close()
-			if err := be.Blobs.Put(cmd.Context(), args[1], fh); err != nil {
+			if err := o.be.Blobs.Put(cmd.Context(), args[1], fh); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "stored %s as %s\n", args[0], args[1])
+			fmt.Fprintf(cmd.OutOrStdout(), "stored %s as %s (%s)\n", args[0], args[1], o.where)
 			return nil
 		},
 	}
-	c.Flags().StringVar(&data, "data", ".data", "data directory of the embedded backend")
+	f.register(c)
 	return c
 }

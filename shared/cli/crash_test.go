@@ -16,6 +16,7 @@ import (
 
 	"github.com/slicework/slicework/shared/api"
 	"github.com/slicework/slicework/shared/cli"
+	"github.com/slicework/slicework/shared/emulator"
 	"github.com/slicework/slicework/shared/job"
 	"github.com/slicework/slicework/shared/kinds/recompute"
 )
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("SLICEWORK_TEST_AS_CLI") == "1" {
 		os.Exit(cli.Main(os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	os.Exit(emulator.Run(m))
 }
 
 // child is a `slicework serve` process.

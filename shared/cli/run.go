@@ -15,7 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/slicework/slicework/shared/awsmetrics"
 	"github.com/slicework/slicework/shared/blob/fsblob"
+	"github.com/slicework/slicework/shared/cost"
 	"github.com/slicework/slicework/shared/engine"
 	"github.com/slicework/slicework/shared/job"
 	"github.com/slicework/slicework/shared/kinds/keycount"
@@ -60,7 +62,7 @@ func runSample(ctx context.Context, f runFlags, stdout, stderr io.Writer) error 
 		f.logFile = filepath.Join(f.data, "slicework.log")
 	}
 	finished := make(chan struct{}, 1)
-	s, err := openStack(f.hostFlags, "127.0.0.1:0", stderr, func() {
+	s, err := openStack(ctx, f.hostFlags, "127.0.0.1:0", stdout, stderr, func() {
 		select {
 		case finished <- struct{}{}:
 		default:
@@ -100,8 +102,12 @@ func runSample(ctx context.Context, f runFlags, stdout, stderr io.Writer) error 
 		return err
 	case <-s.host.Ready():
 	}
-	fmt.Fprintf(stdout, "local host up: API http://%s, data %s, log %s\n", s.host.Addr(), f.data, f.logFile)
+	fmt.Fprintf(stdout, "local host up: API http://%s, %s, log %s\n", s.host.Addr(), s.where, f.logFile)
 
+	var before awsmetrics.Report
+	if s.metrics != nil {
+		before = s.metrics.Snapshot()
+	}
 	j, err := s.eng.SubmitRequest(ctx, req)
 	if err != nil {
 		return fmt.Errorf("submit: %w", err)
@@ -113,7 +119,7 @@ func runSample(ctx context.Context, f runFlags, stdout, stderr io.Writer) error 
 	tick := time.NewTicker(150 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		j, err = s.eng.Get(ctx, j.ID)
+		j, err = s.view.GetJob(ctx, j.ID)
 		if err != nil {
 			return err
 		}
@@ -136,12 +142,17 @@ func runSample(ctx context.Context, f runFlags, stdout, stderr io.Writer) error 
 	pp.done()
 	stopHost()
 	<-errc
+	var spent *awsmetrics.Report
+	if s.metrics != nil {
+		d := s.metrics.Snapshot().Sub(before)
+		spent = &d
+	}
 
 	verdict, checkErr := "", error(nil)
 	if j.State == job.StateSucceeded {
 		verdict, checkErr = check(j)
 	}
-	if err := printReport(ctx, stdout, s, j, verdict, checkErr, f.logFile); err != nil {
+	if err := printReport(ctx, stdout, s, j, verdict, checkErr, f.logFile, spent); err != nil {
 		return err
 	}
 	if j.State != job.StateSucceeded {
@@ -223,7 +234,9 @@ func readJSON(ctx context.Context, s *stack, key string, v any) error {
 	return json.NewDecoder(rc).Decode(v)
 }
 
-func printReport(ctx context.Context, w io.Writer, s *stack, j *job.Job, verdict string, checkErr error, logFile string) error {
+// printReport prints the job's outcome; spent, when set, holds the AWS
+// requests the job made, which are printed and priced.
+func printReport(ctx context.Context, w io.Writer, s *stack, j *job.Job, verdict string, checkErr error, logFile string, spent *awsmetrics.Report) error {
 	p := engine.ProgressOf(j, time.Now())
 	c := j.Counters
 	var chunks []*job.Chunk
@@ -240,9 +253,13 @@ func printReport(ctx context.Context, w io.Writer, s *stack, j *job.Job, verdict
 		q.Cursor = page.Next
 	}
 	var attempts int
+	var handlerTime time.Duration
 	var troubled []*job.Chunk
 	for _, ch := range chunks {
 		attempts += len(ch.Attempts)
+		for _, a := range ch.Attempts {
+			handlerTime += a.Duration
+		}
 		if ch.State == job.ChunkFailed || len(ch.Attempts) > 1 {
 			troubled = append(troubled, ch)
 		}
@@ -314,6 +331,28 @@ func printReport(ctx context.Context, w io.Writer, s *stack, j *job.Job, verdict
 	sort.Strings(parts)
 	row("invocations", "%s (failed %d)", strings.Join(parts, ", "), sum(fails))
 	row("log", "%s", logFile)
+	if spent == nil {
+		return nil
+	}
+	fmt.Fprintf(w, "\n── AWS requests of the job (submit to finish) ─────────\n")
+	if err := spent.WriteTable(w); err != nil {
+		return err
+	}
+	calls := 0
+	for fn, n := range inv {
+		if fn != "scheduler" { // the sweeper runs once a minute whatever the jobs
+			calls += n
+		}
+	}
+	fmt.Fprintf(w, "\n── orchestration cost ─────────────────────────────────\n")
+	meanChunk := 0.0
+	if attempts > 0 {
+		meanChunk = handlerTime.Seconds() / float64(attempts)
+	}
+	u := cost.UsageFrom(*spent, calls, c.ChunksTotal, c.ItemsDone+c.ItemsFailed, meanChunk)
+	if err := cost.WriteTable(w, u, cost.USEast1); err != nil {
+		fmt.Fprintf(w, "  %v\n", err)
+	}
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/slicework/slicework/shared/backend"
+	"github.com/slicework/slicework/shared/backend/embedded"
 	"github.com/slicework/slicework/shared/clock"
 	"github.com/slicework/slicework/shared/engine"
 	"github.com/slicework/slicework/shared/job"
@@ -34,7 +35,7 @@ type rigOption func(*engine.Config)
 func newRig(t *testing.T, reg *engine.Registry, opts ...rigOption) *rig {
 	t.Helper()
 	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	be, err := backend.Embedded(t.TempDir(), clk)
+	be, err := embedded.Open(t.TempDir(), clk)
 	if err != nil {
 		t.Fatal(err)
 	}

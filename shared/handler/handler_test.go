@@ -14,7 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/slicework/slicework/shared/backend"
+	"github.com/slicework/slicework/shared/backend/embedded"
 	"github.com/slicework/slicework/shared/clock"
 	"github.com/slicework/slicework/shared/engine"
 	"github.com/slicework/slicework/shared/handler"
@@ -62,7 +62,7 @@ func golden(t *testing.T, name string, got []byte) {
 func TestHandlersOnLambdaEvents(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	be, err := backend.Embedded(t.TempDir(), clk)
+	be, err := embedded.Open(t.TempDir(), clk)
 	if err != nil {
 		t.Fatal(err)
 	}

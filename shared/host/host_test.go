@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/slicework/slicework/shared/backend"
+	"github.com/slicework/slicework/shared/backend/embedded"
 	"github.com/slicework/slicework/shared/engine"
 	"github.com/slicework/slicework/shared/host"
 	"github.com/slicework/slicework/shared/job"
@@ -24,7 +25,7 @@ type running struct {
 
 func start(t *testing.T, cfg host.Config) *running {
 	t.Helper()
-	be, err := backend.Embedded(t.TempDir(), nil)
+	be, err := embedded.Open(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/slicework/slicework/shared/backend"
+	"github.com/slicework/slicework/shared/backend/embedded"
 	"github.com/slicework/slicework/shared/engine"
 	"github.com/slicework/slicework/shared/host"
 	"github.com/slicework/slicework/shared/job"
@@ -57,7 +57,7 @@ func TestKeycountOnSample(t *testing.T) {
 		t.Fatal(err)
 	}
 	corpus := append(append([]byte{}, sample...), []byte("not json\n\n{\"id\":0}\n")...)
-	be, err := backend.Embedded(t.TempDir(), nil)
+	be, err := embedded.Open(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
