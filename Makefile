@@ -3,21 +3,31 @@ GO       ?= go
 DATA     ?= .data
 KIND     ?= keycount
 RUN_ARGS ?=
+# BACKEND=aws runs on DynamoDB, SQS and S3: against AWS_ENDPOINT_URL if set, else MiniStack started from the virtualenv.
+BACKEND  ?= embedded
+BUILD    ?= build
+# STAGE names one copy of the stack; several live side by side in one account.
+STAGE    ?= dev
 
 VENV     ?= .venv
 
-.PHONY: run serve test vet fmt-check unit race bench corpus-sample clean help venv
+.PHONY: run serve build infra-deps infra-test synth deploy test vet fmt-check unit race bench corpus-sample clean help venv
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-run: ## run sample job (a) end to end on the embedded backend (KIND=recompute for job b)
-	$(GO) run ./cmd/slicework run --data $(DATA) --kind $(KIND) $(RUN_ARGS)
+AWS_RUN_FLAGS = --backend aws $(if $(AWS_ENDPOINT_URL),,--emulator ministack)
+
+run: $(if $(filter aws,$(BACKEND)),venv) ## run sample job (a) end to end (KIND=recompute for job b; BACKEND=aws for DynamoDB/SQS/S3 on MiniStack)
+	$(GO) run ./cmd/slicework run --data $(DATA) --kind $(KIND) $(if $(filter aws,$(BACKEND)),$(AWS_RUN_FLAGS)) $(RUN_ARGS)
+
+build: ## build every Lambda function: $(BUILD)/<fn>/bootstrap and $(BUILD)/<fn>.zip (linux/arm64, static, stripped)
+	$(GO) run ./cmd/build-functions -out $(BUILD)
 
 serve: ## serve the local function host and the API on 127.0.0.1:8080
 	$(GO) run ./cmd/slicework serve --data $(DATA)
 
-test: fmt-check vet venv unit ## every test tier
+test: fmt-check vet venv build unit infra-test ## every test tier (and the Lambda build)
 
 venv: $(VENV)/.requirements ## Python virtualenv with the pinned AWS-API emulators (MiniStack, moto)
 
@@ -26,8 +36,25 @@ $(VENV)/.requirements: localstack/requirements.txt
 	python3 -m venv $(VENV) && $(VENV)/bin/pip install --quiet --disable-pip-version-check -r localstack/requirements.txt && \
 	cp localstack/requirements.txt $@
 
+infra-deps: infra/node_modules/.package-lock.json ## the pinned aws-cdk CLI (npm) for the CDK app
+
+infra/node_modules/.package-lock.json: infra/package.json infra/package-lock.json
+	cd infra && npm ci --no-audit --no-fund
+
+infra-test: infra-deps ## CDK stack tests (assertions, cdk-nag), synthesized with the pinned CLI's node
+	cd infra && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+synth: build infra-deps ## synthesize the CloudFormation template of STAGE into infra/cdk.out
+	cd infra && npx cdk synth -c stage=$(STAGE) --quiet
+
+deploy: build infra-deps ## deploy STAGE to the AWS account of your credentials or AWS_PROFILE
+	@if [ -z "$$AWS_PROFILE$$AWS_ACCESS_KEY_ID$$AWS_WEB_IDENTITY_TOKEN_FILE" ]; then \
+	  echo "deploy: no AWS credentials: set AWS_PROFILE (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) explicitly"; exit 1; fi
+	@if [ -n "$$AWS_ENDPOINT_URL" ]; then echo "deploy: AWS_ENDPOINT_URL is set ($$AWS_ENDPOINT_URL); unset it to deploy to AWS"; exit 1; fi
+	cd infra && npx cdk deploy -c stage=$(STAGE)
+
 fmt-check: ## fail if any Go file is not gofmt'd
-	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
+	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path '*/node_modules/*'))"; \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet: ## go vet
@@ -42,5 +69,5 @@ bench: ## benchmarks
 corpus-sample: ## regenerate the committed corpus sample
 	$(GO) run ./cmd/slicework gen-corpus --records 200 --seed 1 --out testdata/corpus/sample.ndjson
 
-clean: ## remove the local data directory
-	rm -rf $(DATA)
+clean: ## remove the local data directory and the built functions
+	rm -rf $(DATA) $(BUILD)

@@ -1,0 +1,47 @@
+module github.com/slicework/slicework/infra
+
+go 1.26
+
+// npm installs the pinned CDK CLI into node_modules, whose templates hold
+// .go files that are not Go; cdk.out holds synthesized assemblies.
+ignore (
+	./cdk.out
+	./node_modules
+)
+
+require (
+	github.com/aws/aws-cdk-go/awscdk/v2 v2.224.0
+	github.com/aws/constructs-go/constructs/v10 v10.4.3
+	github.com/aws/jsii-runtime-go v1.119.0
+	github.com/cdklabs/cdk-nag-go/cdknag/v2 v2.35.0
+	github.com/slicework/slicework v0.0.0-00010101000000-000000000000
+)
+
+require (
+	github.com/Masterminds/semver/v3 v3.4.0 // indirect
+	github.com/aws/aws-sdk-go-v2 v1.39.6 // indirect
+	github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue v1.20.22 // indirect
+	github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression v1.8.22 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/configsources v1.4.13 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.7.13 // indirect
+	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.52.5 // indirect
+	github.com/aws/aws-sdk-go-v2/service/dynamodbstreams v1.32.3 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding v1.13.3 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/endpoint-discovery v1.11.13 // indirect
+	github.com/aws/smithy-go v1.23.2 // indirect
+	github.com/cdklabs/awscdk-asset-awscli-go/awscliv1/v2 v2.2.242 // indirect
+	github.com/cdklabs/awscdk-asset-node-proxy-agent-go/nodeproxyagentv6/v2 v2.1.0 // indirect
+	github.com/cdklabs/cloud-assembly-schema-go/awscdkcloudassemblyschema/v48 v48.6.0 // indirect
+	github.com/fatih/color v1.18.0 // indirect
+	github.com/mattn/go-colorable v0.1.13 // indirect
+	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/oklog/ulid/v2 v2.1.1 // indirect
+	github.com/yuin/goldmark v1.4.13 // indirect
+	golang.org/x/lint v0.0.0-20210508222113-6edffad5e616 // indirect
+	golang.org/x/mod v0.27.0 // indirect
+	golang.org/x/sync v0.16.0 // indirect
+	golang.org/x/sys v0.35.0 // indirect
+	golang.org/x/tools v0.36.0 // indirect
+)
+
+replace github.com/slicework/slicework => ../
