@@ -56,12 +56,15 @@ type Config struct {
 
 // Host runs the handlers. Create it with New and start it with Run.
 type Host struct {
-	cfg      Config
-	e        *engine.Engine
-	q        queue.Queue
-	log      *slog.Logger
-	slicer   lambda.Handler
-	worker   lambda.Handler
+	cfg Config
+	e   *engine.Engine
+	q   queue.Queue
+	log *slog.Logger
+	// slicer and worker build one handler per poller: like a Lambda
+	// execution environment, a handler serves one invocation at a time
+	// (aws-lambda-go's handlers reuse their buffers).
+	slicer   func() lambda.Handler
+	worker   func() lambda.Handler
 	sched    lambda.Handler
 	ready    chan struct{}
 	addr     string
@@ -108,8 +111,8 @@ func New(cfg Config) (*Host, error) {
 	e := cfg.Engine
 	return &Host{
 		cfg: cfg, e: e, q: e.Queue(), log: cfg.Logger,
-		slicer:   lambda.NewHandler(handler.Slicer(e, cfg.Logger)),
-		worker:   lambda.NewHandler(handler.Worker(e, e.Queue(), cfg.Logger)),
+		slicer:   func() lambda.Handler { return lambda.NewHandler(handler.Slicer(e, cfg.Logger)) },
+		worker:   func() lambda.Handler { return lambda.NewHandler(handler.Worker(e, e.Queue(), cfg.Logger)) },
 		sched:    lambda.NewHandler(handler.Scheduler(e, cfg.Logger)),
 		ready:    make(chan struct{}),
 		invokes:  map[string]int{},
@@ -148,12 +151,12 @@ func (h *Host) Run(ctx context.Context) error {
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
 	var wg sync.WaitGroup
-	poll := func(queueName string, fn lambda.Handler, n int) {
+	poll := func(queueName string, newFn func() lambda.Handler, n int) {
 		for i := 0; i < n; i++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				h.poll(ctx, work, queueName, fn)
+				h.poll(ctx, work, queueName, newFn())
 			}()
 		}
 	}

@@ -19,19 +19,21 @@ import (
 // write unit of each chunk completion.
 const (
 	// job item
-	attrID       = "id"
-	attrChannel  = "channel"
-	attrUnique   = "uk"
-	attrParent   = "parent"
-	attrSpec     = "spec"
-	attrError    = "error"
-	attrResult   = "result"
-	attrCreated  = "created_at"
-	attrUpdated  = "updated_at"
-	attrRunAt    = "run_at"
-	attrStarted  = "started_at"
-	attrSlicedAt = "sliced_at"
-	attrFinished = "finished_at"
+	attrID      = "id"
+	attrChannel = "channel"
+	attrUnique  = "uk"
+	attrParent  = "parent"
+	attrSpec    = "spec"
+	attrError   = "error"
+	// attrTransition holds the token of the last Transition call.
+	attrTransition = "tx"
+	attrResult     = "result"
+	attrCreated    = "created_at"
+	attrUpdated    = "updated_at"
+	attrRunAt      = "run_at"
+	attrStarted    = "started_at"
+	attrSlicedAt   = "sliced_at"
+	attrFinished   = "finished_at"
 
 	// accounting item
 	attrOpen         = "o"

@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"slices"
 	"strconv"
@@ -293,9 +294,14 @@ func (s *Store) Transition(ctx context.Context, id string, from []job.State, to 
 	for i, f := range from {
 		froms[i] = expression.Value(string(f))
 	}
+	// The write carries a token of this call. If the SDK retries a write
+	// whose first attempt was applied but whose answer was lost, the retry
+	// fails its condition and the old item shows our own token: the
+	// transition happened, and is reported as done rather than as a conflict.
+	token := rand.Text()
 	for round := 0; ; round++ {
 		cond := expression.AttributeExists(expression.Name(AttrPK)).And(expression.Name(AttrState).In(froms[0], froms[1:]...))
-		upd := patch()
+		upd := patch().Set(expression.Name(attrTransition), expression.Value(token))
 		// The due index entry follows the state: only a scheduled job with
 		// a RunAt carries it. Its sort key holds the RunAt, so moving to
 		// scheduled without a new RunAt needs the current one, read first
@@ -328,6 +334,9 @@ func (s *Store) Transition(ctx context.Context, id string, from []job.State, to 
 			upd = upd.Remove(expression.Name(AttrDuePK)).Remove(expression.Name(AttrDueSK))
 		}
 		_, err := s.updateItem(ctx, update{key: jobKey(id), upd: upd, cond: &cond})
+		if old, ok := condFailed(err); ok && getS(old, attrTransition) == token {
+			break // applied by an attempt whose answer was lost
+		}
 		if _, ok := condFailed(err); ok {
 			cur, gerr := s.GetJob(ctx, id)
 			if gerr != nil {
