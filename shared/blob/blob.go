@@ -66,3 +66,21 @@ func ValidKey(key string) error {
 	}
 	return nil
 }
+
+// ContextReader returns a reader of r that fails with ctx's error once ctx
+// is done, so a long copy from r stops when its caller gives up.
+func ContextReader(ctx context.Context, r io.Reader) io.Reader {
+	return contextReader{ctx: ctx, r: r}
+}
+
+type contextReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c contextReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

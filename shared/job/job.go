@@ -5,6 +5,7 @@ package job
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -285,6 +286,21 @@ const (
 	DefaultPageSize = 50
 	MaxPageSize     = 1000
 )
+
+// PageSize applies the listing defaults and cap to a requested limit: 0
+// means DefaultPageSize, more than MaxPageSize means MaxPageSize, and a
+// negative limit is an error wrapping ErrInvalid.
+func PageSize(limit int) (int, error) {
+	switch {
+	case limit < 0:
+		return 0, fmt.Errorf("negative limit %d: %w", limit, ErrInvalid)
+	case limit == 0:
+		return DefaultPageSize, nil
+	case limit > MaxPageSize:
+		return MaxPageSize, nil
+	}
+	return limit, nil
+}
 
 // Page is one page of jobs, newest first. Next is empty on the last page.
 type Page struct {

@@ -61,7 +61,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 		return fmt.Errorf("fsblob: put %s: %w", key, err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, contextReader{ctx, r}); err != nil {
+	if _, err := io.Copy(tmp, blob.ContextReader(ctx, r)); err != nil {
 		tmp.Close()
 		return fmt.Errorf("fsblob: put %s: %w", key, err)
 	}
@@ -181,16 +181,4 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("fsblob: delete %s: %w", key, err)
 	}
 	return nil
-}
-
-type contextReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c contextReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

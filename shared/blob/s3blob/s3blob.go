@@ -98,7 +98,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	if err := blob.ValidKey(key); err != nil {
 		return fmt.Errorf("s3blob: put: %w", err)
 	}
-	r = contextReader{ctx, r}
+	r = blob.ContextReader(ctx, r)
 	// One byte more than a part tells a PartSize object from a larger one.
 	first, err := io.ReadAll(io.LimitReader(r, PartSize+1))
 	if err != nil {
@@ -355,16 +355,4 @@ func status(err error) int {
 		return re.HTTPStatusCode()
 	}
 	return 0
-}
-
-type contextReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c contextReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

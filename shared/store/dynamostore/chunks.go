@@ -478,7 +478,7 @@ func (s *Store) ListChunks(ctx context.Context, jobID string, q job.ChunkQuery) 
 	fail := func(err error) (job.ChunkPage, error) {
 		return job.ChunkPage{}, fmt.Errorf("dynamostore: list chunks %s: %w", jobID, err)
 	}
-	limit, err := pageSize(q.Limit)
+	limit, err := job.PageSize(q.Limit)
 	if err != nil {
 		return fail(err)
 	}
@@ -576,7 +576,7 @@ func (s *Store) DueRetries(ctx context.Context, now time.Time, limit int) ([]*jo
 	fail := func(err error) ([]*job.Chunk, error) {
 		return nil, fmt.Errorf("dynamostore: due retries: %w", err)
 	}
-	n, err := pageSize(limit)
+	n, err := job.PageSize(limit)
 	if err != nil {
 		return fail(err)
 	}
@@ -695,19 +695,6 @@ func (s *Store) ReleaseRetry(ctx context.Context, jobID string, index int64) err
 		return fail(err)
 	}
 	return nil
-}
-
-// pageSize applies the listing defaults and cap to a requested limit.
-func pageSize(limit int) (int, error) {
-	switch {
-	case limit < 0:
-		return 0, fmt.Errorf("negative limit %d: %w", limit, job.ErrInvalid)
-	case limit == 0:
-		return job.DefaultPageSize, nil
-	case limit > job.MaxPageSize:
-		return job.MaxPageSize, nil
-	}
-	return limit, nil
 }
 
 // Cursors are base64url (unpadded) of a tag and the last key of the page:

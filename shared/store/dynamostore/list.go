@@ -27,7 +27,7 @@ const dueCap = 2000
 // negative limit yields job.ErrInvalid.
 func (s *Store) ListJobs(ctx context.Context, q job.Query) (job.Page, error) {
 	fail := func(err error) (job.Page, error) { return job.Page{}, fmt.Errorf("dynamostore: list jobs: %w", err) }
-	limit, err := pageSize(q.Limit)
+	limit, err := job.PageSize(q.Limit)
 	if err != nil {
 		return fail(err)
 	}

@@ -241,7 +241,7 @@ func getJob(ctx context.Context, q querier, id string) (*job.Job, error) {
 // the cursor of the following page, empty on the last. A malformed cursor
 // or a negative limit yields job.ErrInvalid.
 func (s *Store) ListJobs(ctx context.Context, q job.Query) (job.Page, error) {
-	limit, err := pageSize(q.Limit)
+	limit, err := job.PageSize(q.Limit)
 	if err != nil {
 		return job.Page{}, fmt.Errorf("sqlitestore: list jobs: %w", err)
 	}
@@ -558,7 +558,7 @@ func getChunk(ctx context.Context, q querier, jobID string, index int64) (*job.C
 // if 0, capped at MaxPageSize). A missing job yields job.ErrNotFound; a
 // malformed cursor, a negative limit or an unknown state, job.ErrInvalid.
 func (s *Store) ListChunks(ctx context.Context, jobID string, q job.ChunkQuery) (job.ChunkPage, error) {
-	limit, err := pageSize(q.Limit)
+	limit, err := job.PageSize(q.Limit)
 	if err != nil {
 		return job.ChunkPage{}, fmt.Errorf("sqlitestore: list chunks %s: %w", jobID, err)
 	}
@@ -605,7 +605,7 @@ func (s *Store) ListChunks(ctx context.Context, jobID string, q job.ChunkQuery) 
 // now, oldest RetryAt first (limit 0 means DefaultPageSize; it is capped at
 // MaxPageSize). A negative limit yields job.ErrInvalid.
 func (s *Store) DueRetries(ctx context.Context, now time.Time, limit int) ([]*job.Chunk, error) {
-	n, err := pageSize(limit)
+	n, err := job.PageSize(limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: due retries: %w", err)
 	}
@@ -726,19 +726,6 @@ func scanChunk(r scanner) (*job.Chunk, error) {
 	c.RetryAt = timePtr(retryAt)
 	c.UpdatedAt = fromMicros(updated)
 	return &c, nil
-}
-
-// pageSize applies the listing defaults and cap to a requested limit.
-func pageSize(limit int) (int, error) {
-	switch {
-	case limit < 0:
-		return 0, fmt.Errorf("negative limit %d: %w", limit, job.ErrInvalid)
-	case limit == 0:
-		return job.DefaultPageSize, nil
-	case limit > job.MaxPageSize:
-		return job.MaxPageSize, nil
-	}
-	return limit, nil
 }
 
 // Cursors are base64url (unpadded) of a tag and the last key of the page:
