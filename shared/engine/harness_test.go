@@ -3,24 +3,30 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/slicework/slicework/shared/backend"
+	"github.com/slicework/slicework/shared/backend/awsbackend"
 	"github.com/slicework/slicework/shared/backend/embedded"
 	"github.com/slicework/slicework/shared/clock"
+	"github.com/slicework/slicework/shared/emulator"
 	"github.com/slicework/slicework/shared/engine"
 	"github.com/slicework/slicework/shared/job"
+	"github.com/slicework/slicework/shared/kinds/recompute"
 	"github.com/slicework/slicework/shared/queue"
 	"github.com/slicework/slicework/shared/store"
 )
 
-// rig is an engine on a fresh embedded backend, driven by hand: tests pull
-// messages off the queues and hand them to the engine, so they control
-// order, duplication and crashes.
+// rig is an engine on a fresh backend, driven by hand: tests pull messages
+// off the queues and hand them to the engine, so they control order,
+// duplication and crashes.
 type rig struct {
 	t     *testing.T
 	be    *backend.Backend
@@ -32,10 +38,64 @@ type rig struct {
 
 type rigOption func(*engine.Config)
 
+// Backends a rig can run on: the embedded backend, and the aws backend on
+// each AWS-API emulator.
+const (
+	onEmbedded  = "embedded"
+	onMiniStack = "ministack"
+	onMoto      = "moto"
+)
+
+// allBackends lists every backend that workflow tests must pass on.
+var allBackends = []string{onEmbedded, onMiniStack, onMoto}
+
+// forEachBackend runs fn as a parallel subtest on every backend (only the
+// embedded one under -short).
+func forEachBackend(t *testing.T, fn func(t *testing.T, on string)) {
+	t.Helper()
+	for _, on := range allBackends {
+		t.Run(on, func(t *testing.T) {
+			if on != onEmbedded && testing.Short() {
+				t.Skip("emulator backends skipped with -short")
+			}
+			t.Parallel()
+			fn(t, on)
+		})
+	}
+}
+
+// rigSeq makes the AWS resource names of each rig unique.
+var rigSeq atomic.Int64
+
 func newRig(t *testing.T, reg *engine.Registry, opts ...rigOption) *rig {
 	t.Helper()
+	return newRigOn(t, onEmbedded, reg, opts...)
+}
+
+// newRigOn returns a rig on backend on (see allBackends). On the aws
+// backend each rig gets its own table, bucket and queue prefix; the fake
+// clock drives the store's timestamps, while queue delays run on the
+// emulator's real clock.
+func newRigOn(t *testing.T, on string, reg *engine.Registry, opts ...rigOption) *rig {
+	t.Helper()
 	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	be, err := embedded.Open(t.TempDir(), clk)
+	var be *backend.Backend
+	var err error
+	switch on {
+	case onEmbedded:
+		be, err = embedded.Open(t.TempDir(), clk)
+	case onMiniStack, onMoto:
+		cfg := emulator.Config(t, emulator.Kind(on), nil)
+		n := rigSeq.Add(1)
+		c := awsbackend.Config{Table: fmt.Sprintf("rig-%d-%d", os.Getpid(), n), Bucket: fmt.Sprintf("rig-%d-%d", os.Getpid(), n),
+			QueuePrefix: fmt.Sprintf("rig%d-%d-", os.Getpid(), n), Clock: clk}
+		if err := awsbackend.CreateResources(context.Background(), cfg, c); err != nil {
+			t.Fatal(err)
+		}
+		be, err = awsbackend.Open(cfg, c)
+	default:
+		t.Fatalf("unknown backend %q", on)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,4 +235,58 @@ func (c *crashStore) Transition(ctx context.Context, id string, from []job.State
 		return nil, errCrash
 	}
 	return j, err
+}
+
+// drain runs control tasks and chunk tasks of every channel until no
+// message is visible. A chunk whose verdict is not Ack is made visible again
+// after its RetryAfter (real time), so drain suits jobs whose chunks succeed
+// or fail for good. It returns how many chunk deliveries ran.
+func (r *rig) drain() int {
+	r.t.Helper()
+	ctx := context.Background()
+	n := 0
+	for {
+		ran := r.control()
+		for _, ch := range r.e.Registry().Channels() {
+			name := r.e.Queues().Channel(ch)
+			for _, m := range r.receiveAll(name) {
+				v := r.e.ProcessChunk(ctx, m.Body, engine.Delivery{MessageID: m.ID, ReceiveCount: m.ReceiveCount})
+				if v.Ack {
+					r.ack(name, m)
+				} else if err := r.be.Queue.ChangeVisibility(ctx, name, queue.VisibilityChange{Receipt: m.Receipt, Timeout: v.RetryAfter}); err != nil {
+					r.t.Fatal(err)
+				}
+				n++
+				ran++
+			}
+		}
+		if ran == 0 {
+			return n
+		}
+	}
+}
+
+func TestMain(m *testing.M) { os.Exit(emulator.Run(m)) }
+
+// The rig runs the same job to the same counts on every backend.
+func TestRigOnEveryBackend(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, on string) {
+		r := newRigOn(t, on, recomputeRegistry(t))
+		j, err := r.e.Submit(context.Background(), recompute.Args{}, engine.SubmitOptions{
+			Input: job.Input{Type: job.InputIDRange, Start: 0, End: 250}, ChunkSize: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := r.drain(); n != 3 {
+			t.Errorf("ran %d chunk deliveries, want 3", n)
+		}
+		got := r.job(j.ID)
+		if got.State != job.StateSucceeded || got.Counters.ChunksDone != 3 || got.Counters.ItemsDone != 250 {
+			t.Errorf("job ended %s with %+v, want succeeded with 3 chunks and 250 items done", got.State, got.Counters)
+		}
+		if n := r.terminalCalls(j.ID); n != 1 {
+			t.Errorf("terminal hook ran %d times, want 1", n)
+		}
+	})
 }
