@@ -10,8 +10,12 @@ BUILD    ?= build
 STAGE    ?= dev
 
 VENV     ?= .venv
+# LOCAL_STAGE is the stage that the local-* targets deploy to the emulator on 127.0.0.1:4566.
+LOCAL_STAGE ?= local
+# VENV_LINT holds cfn-lint and checkov (many dependencies), apart from the emulators.
+VENV_LINT ?= .venv-lint
 
-.PHONY: run serve build infra-deps infra-test synth deploy test vet fmt-check unit race bench corpus-sample clean help venv
+.PHONY: run serve build infra-deps infra-test synth deploy test vet fmt-check unit race bench corpus-sample clean help venv security venv-lint local-up local-deploy local-e2e local-down
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -27,7 +31,7 @@ build: ## build every Lambda function: $(BUILD)/<fn>/bootstrap and $(BUILD)/<fn>
 serve: ## serve the local function host and the API on 127.0.0.1:8080
 	$(GO) run ./cmd/slicework serve --data $(DATA)
 
-test: fmt-check vet venv build unit infra-test ## every test tier (and the Lambda build)
+test: fmt-check vet venv build unit infra-test security local-e2e ## every test tier (and the Lambda build)
 
 venv: $(VENV)/.requirements ## Python virtualenv with the pinned AWS-API emulators (MiniStack, moto)
 
@@ -46,6 +50,28 @@ infra-test: infra-deps ## CDK stack tests (assertions, cdk-nag), synthesized wit
 
 synth: build infra-deps ## synthesize the CloudFormation template of STAGE into infra/cdk.out
 	cd infra && npx cdk synth -c stage=$(STAGE) --quiet
+
+security: synth venv-lint ## cdk-nag, cfn-lint and checkov results on the synthesized STAGE; fails on a finding not justified in infra/lint/findings.json
+	$(GO) run ./cmd/security-report -cdk-out infra/cdk.out -findings infra/lint/findings.json -venv $(VENV_LINT)
+
+venv-lint: $(VENV_LINT)/.requirements ## Python virtualenv with the pinned cfn-lint and checkov (infra/lint/requirements.txt)
+
+$(VENV_LINT)/.requirements: infra/lint/requirements.txt
+	@command -v python3 >/dev/null || { echo "venv-lint: python3 not found: make security needs it (cfn-lint and checkov come from PyPI)"; exit 1; }
+	python3 -m venv $(VENV_LINT) && $(VENV_LINT)/bin/pip install --quiet --disable-pip-version-check -r infra/lint/requirements.txt && \
+	cp infra/lint/requirements.txt $@
+
+local-up: venv ## start MiniStack from the virtualenv on 127.0.0.1:4566 (or use the MiniStack or LocalStack already there)
+	bash localstack/local.sh up
+
+local-deploy: venv infra-deps ## build the functions for this host, cdk bootstrap and deploy LOCAL_STAGE to the emulator on 127.0.0.1:4566
+	STAGE=$(LOCAL_STAGE) bash localstack/local.sh deploy
+
+local-e2e: venv infra-deps ## deploy to the emulator (starting MiniStack if none runs) and run sample job (a) and a schedule through the deployed API, queues and Lambdas
+	STAGE=$(LOCAL_STAGE) bash localstack/local.sh e2e
+
+local-down: ## stop the MiniStack that local-up started
+	bash localstack/local.sh down
 
 deploy: build infra-deps ## deploy STAGE to the AWS account of your credentials or AWS_PROFILE
 	@if [ -z "$$AWS_PROFILE$$AWS_ACCESS_KEY_ID$$AWS_WEB_IDENTITY_TOKEN_FILE" ]; then \

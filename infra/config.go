@@ -76,6 +76,12 @@ type Config struct {
 	Protect bool
 	// BuildDir holds <fn>/bootstrap for every function (`make build`).
 	BuildDir string
+	// Architecture is the functions' instruction set, "arm64" (the
+	// default: Graviton costs less per GB-second) or "x86_64". It must
+	// match the GOARCH the bootstraps in BuildDir were built for; a local
+	// deployment to an emulator that runs bootstraps as host processes uses
+	// the host's.
+	Architecture string
 	// SchedulesFile is the schedules definition shared with the local host.
 	SchedulesFile string
 	// Functions sizes each function, by name.
@@ -115,6 +121,12 @@ type Config struct {
 	ChunkFailureAlarmPct float64
 	// AlarmEmail, if set, subscribes this address to the alarm topic.
 	AlarmEmail string
+	// EmulatorGaps names parts of the stack that the emulator it is
+	// deployed to cannot create (see KnownEmulatorGaps). Each stays in the
+	// template under a CloudFormation condition that is false, so the
+	// deployment skips it and the local end-to-end test creates it through
+	// the service's API from the deployed template. Empty for AWS.
+	EmulatorGaps []string
 	// Account and Region pin the stack's environment; empty leaves it
 	// environment-agnostic (CDK_DEFAULT_ACCOUNT and CDK_DEFAULT_REGION fill
 	// them when `cdk` runs the app).
@@ -136,12 +148,30 @@ const (
 	VisibilityFactor = 6
 )
 
+// GapMetricMathAlarm: the emulator's CloudFormation cannot create an
+// AWS::CloudWatch::Alarm with Metrics (metric math): the chunk failure
+// rate alarm.
+const GapMetricMathAlarm = "metric-math-alarm"
+
+// KnownEmulatorGaps lists the values EmulatorGaps accepts.
+var KnownEmulatorGaps = []string{GapMetricMathAlarm}
+
+// HasGap reports whether gap is one of c.EmulatorGaps.
+func (c Config) HasGap(gap string) bool { return slices.Contains(c.EmulatorGaps, gap) }
+
+// Function architectures.
+const (
+	ArchARM64 = "arm64"
+	ArchX8664 = "x86_64"
+)
+
 // DefaultConfig returns the defaults for stage.
 func DefaultConfig(stage string) Config {
 	return Config{
 		Stage:         stage,
 		Protect:       stage == "prod",
 		BuildDir:      filepath.Join("..", "build"),
+		Architecture:  ArchARM64,
 		SchedulesFile: filepath.Join("..", "schedules.json"),
 		Functions: map[string]FunctionSettings{
 			// The API answers within API Gateway's 30 s limit.
@@ -202,6 +232,9 @@ func (c Config) Validate() error {
 	}
 	if c.SchedulesFile == "" {
 		bad("schedulesFile: empty")
+	}
+	if c.Architecture != ArchARM64 && c.Architecture != ArchX8664 {
+		bad("architecture %q: want %s or %s", c.Architecture, ArchARM64, ArchX8664)
 	}
 	for _, fn := range FunctionNames {
 		s, ok := c.Functions[fn]
@@ -280,6 +313,14 @@ func (c Config) Validate() error {
 	if c.ChunkFailureAlarmPct <= 0 || c.ChunkFailureAlarmPct > 100 {
 		bad("chunkFailureAlarmPct %g: want above 0 and at most 100", c.ChunkFailureAlarmPct)
 	}
+	for _, g := range c.EmulatorGaps {
+		if !slices.Contains(KnownEmulatorGaps, g) {
+			bad("emulatorGaps: unknown gap %q: want one of %v", g, KnownEmulatorGaps)
+		}
+	}
+	if len(c.EmulatorGaps) > 0 && c.Protect {
+		bad("emulatorGaps on a protected stage (%s): refused, gaps are for emulators", c.Stage)
+	}
 	if c.AlarmEmail != "" && !strings.Contains(c.AlarmEmail, "@") {
 		bad("alarmEmail %q: not an e-mail address", c.AlarmEmail)
 	}
@@ -292,9 +333,9 @@ func (c Config) Validate() error {
 // ContextKeys are the CDK context keys that ConfigFromContext reads (from
 // cdk.json or `cdk -c key=value`).
 var ContextKeys = []string{
-	"stage", "protect", "buildDir", "schedulesFile", "maxReceiveCount", "jobDataDays", "logRetentionDays",
+	"stage", "protect", "buildDir", "architecture", "schedulesFile", "maxReceiveCount", "jobDataDays", "logRetentionDays",
 	"logLevel", "tracing", "jwtIssuer", "jwtAudience", "publicApi", "apiRateLimit", "apiBurstLimit",
-	"oldestMessageAlarmSeconds", "chunkFailureAlarmPct", "alarmEmail", "sliceQueue", "channels",
+	"oldestMessageAlarmSeconds", "chunkFailureAlarmPct", "alarmEmail", "emulatorGaps", "sliceQueue", "channels",
 	"apiMemoryMB", "apiTimeoutSeconds", "slicerMemoryMB", "slicerTimeoutSeconds",
 	"workerMemoryMB", "workerTimeoutSeconds", "schedulerMemoryMB", "schedulerTimeoutSeconds",
 }
@@ -311,6 +352,7 @@ func ConfigFromContext(node func(key string) any) (Config, error) {
 	c := DefaultConfig(stage)
 	c.Protect = ctx.boolean("protect", c.Protect)
 	c.BuildDir = ctx.str("buildDir", c.BuildDir)
+	c.Architecture = ctx.str("architecture", c.Architecture)
 	c.SchedulesFile = ctx.str("schedulesFile", c.SchedulesFile)
 	c.MaxReceiveCount = ctx.integer("maxReceiveCount", c.MaxReceiveCount)
 	c.JobDataDays = ctx.integer("jobDataDays", c.JobDataDays)
@@ -331,6 +373,11 @@ func ConfigFromContext(node func(key string) any) (Config, error) {
 	c.OldestMessageAlarm = time.Duration(ctx.integer("oldestMessageAlarmSeconds", int(c.OldestMessageAlarm/time.Second))) * time.Second
 	c.ChunkFailureAlarmPct = ctx.float("chunkFailureAlarmPct", c.ChunkFailureAlarmPct)
 	c.AlarmEmail = ctx.str("alarmEmail", c.AlarmEmail)
+	for _, g := range strings.Split(ctx.str("emulatorGaps", ""), ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			c.EmulatorGaps = append(c.EmulatorGaps, g)
+		}
+	}
 	for _, fn := range FunctionNames {
 		s := c.Functions[fn]
 		s.MemoryMB = ctx.integer(fn+"MemoryMB", s.MemoryMB)

@@ -40,11 +40,11 @@ func TestConfigFromContext(t *testing.T) {
 			}
 		}},
 		{"strings from -c", map[string]any{
-			"stage": "alice", "protect": "true", "maxReceiveCount": "50", "tracing": "true", "apiRateLimit": "12.5",
+			"stage": "alice", "protect": "true", "architecture": "x86_64", "maxReceiveCount": "50", "tracing": "true", "apiRateLimit": "12.5",
 			"workerTimeoutSeconds": "600", "workerMemoryMB": "2048", "jwtIssuer": "https://id.example.com", "jwtAudience": "a, b,",
 			"channels": `{"default": {"maxConcurrency": 40, "batchWindowSeconds": 0}}`, "sliceQueue": `{"batchSize": 1}`,
 		}, func(t *testing.T, c Config) {
-			if c.Stage != "alice" || !c.Protect || c.MaxReceiveCount != 50 || !c.Tracing || c.APIRateLimit != 12.5 {
+			if c.Stage != "alice" || !c.Protect || c.Architecture != ArchX8664 || c.MaxReceiveCount != 50 || !c.Tracing || c.APIRateLimit != 12.5 {
 				t.Errorf("scalars: %+v", c)
 			}
 			if w := c.Functions[FnWorker]; w.Timeout != 10*time.Minute || w.MemoryMB != 2048 {
@@ -95,12 +95,13 @@ context channels.default: want {"maxConcurrency", "batchSize", "batchWindowSecon
 		{"channels not an object", map[string]any{"channels": `[1]`},
 			`config: context channels: want a JSON object of channel name to settings: json: cannot unmarshal array into Go value of type map[string]json.RawMessage`},
 		{"bad values", map[string]any{
-			"stage": "Prod_1", "maxReceiveCount": "5", "jobDataDays": "0", "logRetentionDays": "10", "logLevel": "loud",
+			"stage": "Prod_1", "architecture": "amd64", "maxReceiveCount": "5", "jobDataDays": "0", "logRetentionDays": "10", "logLevel": "loud",
 			"apiTimeoutSeconds": "60", "workerTimeoutSeconds": "0", "slicerMemoryMB": "64",
 			"sliceQueue": `{"maxConcurrency": 1, "batchSize": 11, "batchWindowSeconds": 301}`,
 			"jwtIssuer":  "http://id", "publicApi": "true", "oldestMessageAlarmSeconds": "30", "chunkFailureAlarmPct": "0",
 			"alarmEmail": "ops", "apiBurstLimit": "0",
 		}, `config: stage "Prod_1": want 1-20 characters of a-z, 0-9 and '-', starting with a letter and not ending with '-'
+architecture "amd64": want arm64 or x86_64
 function api: timeout 1m0s: want whole seconds from 1s to 30s
 function slicer: memory 64 MB: want 128-10240
 function worker: timeout 0s: want whole seconds from 1s to 15m0s

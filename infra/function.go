@@ -34,6 +34,8 @@ type SliceworkFunctionProps struct {
 	Description string
 	// BuildDir holds <Name>/bootstrap.
 	BuildDir string
+	// Architecture is ArchARM64 or ArchX8664, as the bootstrap was built.
+	Architecture string
 	// Settings size the function.
 	Settings FunctionSettings
 	// Environment is the function's environment.
@@ -49,7 +51,8 @@ type SliceworkFunctionProps struct {
 	DeadLetterQueue awssqs.IQueue
 }
 
-// SliceworkFunction is a Go Lambda function (provided.al2023, arm64, one
+// SliceworkFunction is a Go Lambda function (provided.al2023, arm64 unless
+// configured otherwise, one
 // `bootstrap`) with its own role and log group. The role starts with no
 // permission but writing to that log group: unlike the default
 // AWSLambdaBasicExecutionRole (logs:* on every log group) it names one
@@ -66,6 +69,10 @@ func NewSliceworkFunction(scope constructs.Construct, id string, p SliceworkFunc
 	dir := filepath.Join(p.BuildDir, p.Name)
 	if fi, err := os.Stat(filepath.Join(dir, "bootstrap")); err != nil || !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("function %s: no %s: run `make build` first (or set the context buildDir)", p.Name, filepath.Join(dir, "bootstrap"))
+	}
+	arch := awslambda.Architecture_ARM_64()
+	if p.Architecture == ArchX8664 {
+		arch = awslambda.Architecture_X86_64()
 	}
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	removal := awscdk.RemovalPolicy_DESTROY
@@ -88,7 +95,7 @@ func NewSliceworkFunction(scope constructs.Construct, id string, p SliceworkFunc
 	fn := awslambda.NewFunction(c, jsii.String("Function"), &awslambda.FunctionProps{
 		Description:     jsii.String(p.Description),
 		Runtime:         awslambda.Runtime_PROVIDED_AL2023(),
-		Architecture:    awslambda.Architecture_ARM_64(),
+		Architecture:    arch,
 		Handler:         jsii.String("bootstrap"),
 		Code:            awslambda.Code_FromAsset(jsii.String(dir), nil),
 		MemorySize:      jsii.Number(float64(p.Settings.MemoryMB)),

@@ -95,6 +95,7 @@ type synthesized struct {
 
 type resource struct {
 	Type           string         `json:"Type"`
+	Condition      string         `json:"Condition"`
 	Properties     map[string]any `json:"Properties"`
 	DeletionPolicy string         `json:"DeletionPolicy"`
 	Metadata       map[string]any `json:"Metadata"`

@@ -57,7 +57,16 @@ type MonitoringProps struct {
 	AlarmEmail string
 	// Protect keeps the topic's key when the stack is deleted.
 	Protect bool
+	// SkipMetricMathAlarms puts the alarms that use metric math under
+	// MetricMathCondition, which is false: for emulators whose
+	// CloudFormation cannot create them (GapMetricMathAlarm). They stay in
+	// the template and leave the dashboard's alarm widget.
+	SkipMetricMathAlarms bool
 }
+
+// MetricMathCondition is the logical id of the CloudFormation condition
+// that guards the metric math alarms when SkipMetricMathAlarms is set.
+const MetricMathCondition = "MetricMathAlarmsSupported"
 
 // Monitoring is the stage's dashboard, alarms and alarm topic.
 type Monitoring struct {
@@ -173,6 +182,13 @@ func NewMonitoring(scope constructs.Construct, id string, p MonitoringProps) (*M
 		EvaluationPeriods:  jsii.Number(3),
 		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
 	}))
+	if p.SkipMetricMathAlarms {
+		cond := awscdk.NewCfnCondition(awscdk.Stack_Of(scope), jsii.String(MetricMathCondition), &awscdk.CfnConditionProps{
+			// Always false: the emulator has the gap.
+			Expression: awscdk.Fn_ConditionEquals(jsii.String("emulator-gap:"+GapMetricMathAlarm), jsii.String("none")),
+		})
+		m.ChunkFailureAlarm.Node().DefaultChild().(awscdk.CfnResource).CfnOptions().SetCondition(cond)
+	}
 
 	m.Dashboard = newDashboard(c, p, work, dlqs, failureRate, m)
 	return m, nil
@@ -243,7 +259,11 @@ func newDashboard(scope constructs.Construct, p MonitoringProps, work []*WorkQue
 		return p.Table.Metric(jsii.String(metric), opts(label, stat))
 	}
 	var alarms []awscloudwatch.IAlarm
-	for _, a := range append(append(append([]awscloudwatch.Alarm{}, m.DeadLetterAlarms...), m.OldestMessageAlarms...), m.ChunkFailureAlarm) {
+	all := append(append([]awscloudwatch.Alarm{}, m.DeadLetterAlarms...), m.OldestMessageAlarms...)
+	if !p.SkipMetricMathAlarms {
+		all = append(all, m.ChunkFailureAlarm)
+	}
+	for _, a := range all {
 		alarms = append(alarms, a)
 	}
 	d := awscloudwatch.NewDashboard(scope, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{

@@ -8,8 +8,16 @@ import (
 
 // ApplyNagChecks runs cdk-nag's AWS Solutions rules on every stack of app
 // at synthesis: an unsuppressed finding of level error fails `cdk synth`.
+// It also writes one report per stack into the cloud assembly
+// (AwsSolutions-<stack>-NagReport.csv in cdk.out: rule, resource,
+// Compliant/Non-Compliant/Suppressed, the suppression's reason), which
+// `make security` (cmd/security-report) reads.
 func ApplyNagChecks(app awscdk.App) {
-	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{
+		Verbose:       jsii.Bool(true),
+		Reports:       jsii.Bool(true),
+		ReportFormats: &[]cdknag.NagReportFormat{cdknag.NagReportFormat_CSV},
+	}), nil)
 }
 
 // NagSuppression is one cdk-nag finding accepted on purpose, with why.

@@ -125,7 +125,7 @@ func NewSliceworkStack(scope constructs.Construct, cfg Config, in StackInputs) (
 	var errs []error
 	for _, name := range FunctionNames {
 		p := SliceworkFunctionProps{
-			Name: name, Description: descriptions[name], BuildDir: cfg.BuildDir, Settings: cfg.Functions[name],
+			Name: name, Description: descriptions[name], BuildDir: cfg.BuildDir, Architecture: cfg.Architecture, Settings: cfg.Functions[name],
 			Environment: env, LogRetention: retention, Protect: cfg.Protect, Tracing: cfg.Tracing,
 		}
 		if name == FnScheduler {
@@ -189,7 +189,7 @@ func NewSliceworkStack(scope constructs.Construct, cfg Config, in StackInputs) (
 		OtherDLQs: map[string]awssqs.IQueue{"scheduler-dlq": s.SchedulerDLQ}, Functions: fns,
 		WorkerLogs: s.Functions[FnWorker].LogGroup, Table: s.Table,
 		OldestMessageAlarm: cfg.OldestMessageAlarm, ChunkFailureAlarmPct: cfg.ChunkFailureAlarmPct,
-		AlarmEmail: cfg.AlarmEmail, Protect: cfg.Protect,
+		AlarmEmail: cfg.AlarmEmail, Protect: cfg.Protect, SkipMetricMathAlarms: cfg.HasGap(GapMetricMathAlarm),
 	})
 	if err != nil {
 		return nil, err
