@@ -15,7 +15,7 @@ LOCAL_STAGE ?= local
 # VENV_LINT holds cfn-lint and checkov (many dependencies), apart from the emulators.
 VENV_LINT ?= .venv-lint
 
-.PHONY: run serve build infra-deps infra-test synth deploy test vet fmt-check unit race bench corpus-sample clean help venv security venv-lint local-up local-deploy local-e2e local-down
+.PHONY: run serve build infra-deps infra-test synth deploy test vet fmt-check unit race bench corpus-sample clean help venv security venv-lint local-up local-deploy local-e2e local-down scale
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -31,7 +31,7 @@ build: ## build every Lambda function: $(BUILD)/<fn>/bootstrap and $(BUILD)/<fn>
 serve: ## serve the local function host and the API on 127.0.0.1:8080
 	$(GO) run ./cmd/slicework serve --data $(DATA)
 
-test: fmt-check vet venv build unit infra-test security local-e2e ## every test tier (and the Lambda build)
+test: fmt-check vet venv build unit scale infra-test security local-e2e ## every test tier (and the Lambda build)
 
 venv: $(VENV)/.requirements ## Python virtualenv with the pinned AWS-API emulators (MiniStack, moto)
 
@@ -88,6 +88,9 @@ vet: ## go vet
 
 unit: ## unit, conformance, property and crash tests (embedded backend), with the race detector
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+scale: ## the full-size tests without the race detector, which slows SQLite some twentyfold: a 1,000,000-chunk recursive slice, REPLACE with 10,000 jobs
+	$(GO) test -count=1 -timeout 20m -run 'TestRecursiveSlicingMillionChunks|TestReplaceLarge' ./shared/engine/
 
 bench: ## benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -9,7 +9,10 @@
 //  3. lets the emulator run the Lambda bootstraps through the SQS event
 //     source mappings, waits for the job to finish, and checks exact counts
 //     and the result object;
-//  4. fires a scheduled rule: the rule's target and input transformer
+//  4. runs a dependency chain (A, B after A, C after B) and an event
+//     fan-out by REPLACE (firedevent → processsubscription →
+//     processnotification), checking order, edges, lineage and counts;
+//  5. fires a scheduled rule: the rule's target and input transformer
 //     applied to a scheduled event, as EventBridge does, twice for the same
 //     tick, and checks that the scheduler submitted exactly one job.
 //
