@@ -14,7 +14,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 )
 
-// Environment variables of the functions. The first four are read by
+// Environment variables of the functions. Each is read by
 // shared/function (ParseEnv), which the infra module does not import: it
 // pulls in the AWS adapters, and the stack must synthesize without them.
 const (

@@ -22,13 +22,15 @@ import (
 //	 "account": ..., "region": ..., "resources": [<the rule's ARN>],
 //	 "detail": <the schedule.Definition, as in schedules.json>}
 //
-// The scheduler submits detail.Request(time): the firing time makes the
-// unique key, so a duplicate delivery of one firing submits nothing. The
-// per-minute sweeper rule sends EventBridge's plain scheduled event
-// (source "aws.events"), which the scheduler takes as "sweep".
+// The scheduler submits detail.Request(time): the firing's tick (its time
+// truncated to the minute) makes the unique key, so a duplicate delivery of
+// one firing submits nothing. The local host fires the same event (see
+// schedule.Definition.Event). The per-minute sweeper rule sends
+// EventBridge's plain scheduled event (source "aws.events"), which the
+// scheduler takes as "sweep".
 const (
-	ScheduleEventSource     = "slicework.schedule"
-	ScheduleEventDetailType = "Scheduled Job"
+	ScheduleEventSource     = schedule.EventSource
+	ScheduleEventDetailType = schedule.EventDetailType
 )
 
 // maxInputTemplate is EventBridge's limit on an input template's length.

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/slicework/slicework/shared/job"
 	"github.com/slicework/slicework/shared/schedule"
@@ -57,5 +58,48 @@ func TestScheduleInputTemplate(t *testing.T) {
 				t.Errorf("detail input %+v, want %+v (%v)", d.Input, tc.def.Input, err)
 			}
 		})
+	}
+}
+
+// The local host fires a schedule with the very event that the schedule's
+// rule sends once EventBridge fills the template, and the scheduler can read
+// its detail back.
+func TestScheduleEventMatchesLocalHost(t *testing.T) {
+	d := schedule.Definition{Name: "nightly", Expression: "cron(0 3 * * ? *)", Kind: "recompute",
+		Args: json.RawMessage(`{"work_ms":1}`), Input: job.Input{Type: job.InputIDRange, Start: 1, End: 11}, Tags: []string{"x"}}
+	tmpl, err := ScheduleInputTemplate(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
+	local, err := d.Event("e-1", tick, "123456789012", "eu-west-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	filled := tmpl
+	for k, v := range map[string]string{"id": "e-1", "time": "2030-01-02T03:00:00Z", "account": "123456789012",
+		"region": "eu-west-1", "rule": "arn:aws:events:eu-west-1:123456789012:rule/slicework-schedule-nightly"} {
+		filled = strings.ReplaceAll(filled, "<"+k+">", v)
+	}
+	var fromRule, fromHost any
+	if err := json.Unmarshal([]byte(filled), &fromRule); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(local, &fromHost); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fromRule, fromHost) {
+		t.Fatalf("rule event\n%s\nlocal host event\n%s", filled, local)
+	}
+	var ev struct {
+		Source string          `json:"source"`
+		Detail json.RawMessage `json:"detail"`
+	}
+	if err := json.Unmarshal([]byte(filled), &ev); err != nil {
+		t.Fatal(err)
+	}
+	got, err := schedule.ParseEventDetail(ev.Detail)
+	if err != nil || ev.Source != schedule.EventSource || got.Name != d.Name || got.Input.End != d.Input.End || got.Expression != d.Expression {
+		t.Fatalf("detail %+v, source %q, %v", got, ev.Source, err)
 	}
 }

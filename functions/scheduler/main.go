@@ -1,5 +1,7 @@
-// Command scheduler is the sweeper, run by an EventBridge rule once a
-// minute: it releases due jobs and parked retries and re-drives stalled jobs.
+// Command scheduler is run by EventBridge rules: the sweeper rule, once a
+// minute, makes it release due jobs and parked retries and re-drive stalled
+// jobs; each schedule's rule (schedules.json) makes it submit the
+// schedule's job for the firing's tick, once per tick.
 package main
 
 import (

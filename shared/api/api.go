@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -37,10 +38,16 @@ type Error struct {
 	Job *job.Job `json:"job,omitempty"`
 }
 
-// JobView is a job with its derived progress.
+// JobView is a job with its derived progress. GET /jobs/{id} also lists
+// its dependants: the jobs whose depends_on holds it.
 type JobView struct {
 	*job.Job
 	Progress engine.Progress `json:"progress"`
+	// Links are the job's lineage and details: its parent (when it has
+	// one), its children (the jobs its Replace submitted, or submitted
+	// with it as parent: GET /jobs?parent=<id>) and its chunks.
+	Links      Links    `json:"links"`
+	Dependants []string `json:"dependants,omitempty"`
 }
 
 // New returns the API handler for e.
@@ -167,8 +174,24 @@ func decodeStrict(body []byte, v any) error {
 	return nil
 }
 
+// Links are the API paths of a job's relatives and details.
+type Links struct {
+	Self string `json:"self"`
+	// Parent is the job that submitted this one, if any.
+	Parent string `json:"parent,omitempty"`
+	// Children lists the jobs whose parent this job is, newest first,
+	// paginated like GET /jobs.
+	Children string `json:"children"`
+	Chunks   string `json:"chunks"`
+}
+
 func (s *server) view(j *job.Job) JobView {
-	return JobView{Job: j, Progress: engine.ProgressOf(j, s.e.Clock().Now())}
+	v := JobView{Job: j, Progress: engine.ProgressOf(j, s.e.Clock().Now())}
+	v.Links = Links{Self: "/jobs/" + j.ID, Children: "/jobs?parent=" + url.QueryEscape(j.ID), Chunks: "/jobs/" + j.ID + "/chunks"}
+	if j.Parent != "" {
+		v.Links.Parent = "/jobs/" + j.Parent
+	}
+	return v
 }
 
 func (s *server) get(w http.ResponseWriter, r *http.Request) {
@@ -177,7 +200,12 @@ func (s *server) get(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, nil)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.view(j))
+	v := s.view(j)
+	if v.Dependants, err = s.e.Dependants(r.Context(), j.ID); err != nil {
+		s.fail(w, r, err, nil)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 func (s *server) cancel(w http.ResponseWriter, r *http.Request) {
@@ -202,7 +230,12 @@ type ListResponse struct {
 func (s *server) list(w http.ResponseWriter, r *http.Request) {
 	q, err := parseQuery(r)
 	if err != nil {
-		writeErr(w, http.StatusBadRequest, Error{Code: "invalid_argument", Message: err.Error()})
+		e := Error{Code: "invalid_argument", Message: err.Error()}
+		var ve *engine.ValidationError
+		if errors.As(err, &ve) {
+			e.Field = ve.Field
+		}
+		writeErr(w, http.StatusBadRequest, e)
 		return
 	}
 	page, err := s.e.List(r.Context(), q)
@@ -217,16 +250,23 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// parseQuery reads a job search from GET /jobs's query parameters: kind,
+// state, tag, parent, created_after (inclusive) and created_before
+// (exclusive) as RFC 3339 times, limit and cursor. Unknown or repeated
+// parameters and bad values are errors that name the parameter.
 func parseQuery(r *http.Request) (job.Query, error) {
 	v := r.URL.Query()
-	for k := range v {
+	for k, vals := range v {
 		switch k {
-		case "kind", "state", "tag", "created_after", "created_before", "limit", "cursor":
+		case "kind", "state", "tag", "parent", "created_after", "created_before", "limit", "cursor":
 		default:
-			return job.Query{}, fmt.Errorf("unknown query parameter %q", k)
+			return job.Query{}, fmt.Errorf("unknown query parameter %q (kind, state, tag, parent, created_after, created_before, limit, cursor)", k)
+		}
+		if len(vals) > 1 {
+			return job.Query{}, fmt.Errorf("query parameter %q given %d times; give it once", k, len(vals))
 		}
 	}
-	q := job.Query{Kind: v.Get("kind"), Tag: v.Get("tag"), Cursor: v.Get("cursor")}
+	q := job.Query{Kind: v.Get("kind"), Tag: v.Get("tag"), Parent: v.Get("parent"), Cursor: v.Get("cursor")}
 	if st := v.Get("state"); st != "" {
 		q.State = job.State(st)
 		if !q.State.Valid() {
@@ -248,6 +288,9 @@ func parseQuery(r *http.Request) (job.Query, error) {
 			return q, fmt.Errorf("limit: want 1..%d, got %q", job.MaxPageSize, s)
 		}
 		q.Limit = n
+	}
+	if err := engine.ValidateQuery(q); err != nil {
+		return q, err
 	}
 	return q, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
@@ -83,4 +84,9 @@ func SQS(cfg aws.Config, optFns ...func(*sqs.Options)) *sqs.Client {
 // DynamoDB returns a DynamoDB client for cfg.
 func DynamoDB(cfg aws.Config, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	return dynamodb.NewFromConfig(cfg, optFns...)
+}
+
+// EventBridge returns an EventBridge client for cfg.
+func EventBridge(cfg aws.Config, optFns ...func(*eventbridge.Options)) *eventbridge.Client {
+	return eventbridge.NewFromConfig(cfg, optFns...)
 }

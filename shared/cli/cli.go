@@ -5,8 +5,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -17,10 +19,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/slicework/slicework/shared/engine"
+	"github.com/slicework/slicework/shared/events"
 	"github.com/slicework/slicework/shared/host"
 	"github.com/slicework/slicework/shared/job"
 	"github.com/slicework/slicework/shared/kinds"
 	"github.com/slicework/slicework/shared/kinds/keycount"
+	"github.com/slicework/slicework/shared/schedule"
 )
 
 // NewRoot returns the root command. Output goes to stdout and stderr.
@@ -64,6 +68,11 @@ type hostFlags struct {
 	visibility time.Duration
 	sweep      time.Duration
 	logFile    string
+	budget     int64
+	// schedules is the schedules file the host fires ("" for none);
+	// schedulesSet says the user named it, so that a missing file is an error.
+	schedules    string
+	schedulesSet bool
 }
 
 func (f *hostFlags) register(c *cobra.Command) {
@@ -72,6 +81,21 @@ func (f *hostFlags) register(c *cobra.Command) {
 	c.Flags().DurationVar(&f.visibility, "visibility", 2*time.Minute, "visibility timeout of the queues (the chunk lease)")
 	c.Flags().DurationVar(&f.sweep, "sweep-every", time.Minute, "period of the scheduler (sweeper)")
 	c.Flags().StringVar(&f.logFile, "log", "", "write the host's log to this file (default: stderr)")
+	c.Flags().Int64Var(&f.budget, "slice-budget", 0, "most chunk tasks one slicer invocation sends; larger inputs are sliced recursively (0: the engine's 10,000)")
+}
+
+// loadSchedules reads the schedules the host fires: none when f names no
+// file, or when the default file is missing.
+func (f *hostFlags) loadSchedules(log *slog.Logger) ([]schedule.Definition, error) {
+	if f.schedules == "" {
+		return nil, nil
+	}
+	defs, err := schedule.Load(f.schedules)
+	if errors.Is(err, fs.ErrNotExist) && !f.schedulesSet {
+		log.Info("no schedules file; no recurring jobs", "file", f.schedules)
+		return nil, nil
+	}
+	return defs, err
 }
 
 // stack is an opened backend, engine and host.
@@ -79,8 +103,10 @@ type stack struct {
 	*opened
 	eng  *engine.Engine
 	host *host.Host
-	log  *slog.Logger
-	logF *os.File
+	// events carries the engine's completion events; subscribe to see them.
+	events *events.Bus
+	log    *slog.Logger
+	logF   *os.File
 }
 
 func (s *stack) close() {
@@ -117,10 +143,16 @@ func openStack(ctx context.Context, f hostFlags, addr string, stdout, stderr io.
 	if err != nil {
 		return nil, err
 	}
-	cfg := engine.Config{Store: be.Store, Queue: be.Queue, Blobs: be.Blobs, Registry: reg, Logger: s.log}
+	cfg := engine.Config{Store: be.Store, Queue: be.Queue, Blobs: be.Blobs, Registry: reg, Logger: s.log, SliceBudget: f.budget}
 	if onTerminal != nil {
 		cfg.OnTerminal = func(*job.Job) { onTerminal() }
 	}
+	// The local host's completion events go to an in-process bus.
+	s.events = events.NewBus()
+	s.events.Subscribe(func(e events.JobFinished) {
+		s.log.Debug("completion event", "event", e.ID, "job", e.JobID, "kind", e.Kind, "state", e.State)
+	})
+	cfg.Events = s.events
 	s.eng, err = engine.New(cfg)
 	if err != nil {
 		return nil, err
@@ -129,6 +161,10 @@ func openStack(ctx context.Context, f hostFlags, addr string, stdout, stderr io.
 		Engine: s.eng, Addr: addr, Workers: f.workers, Visibility: f.visibility,
 		SchedulerEvery: f.sweep, Logger: s.log,
 	}
+	if hc.Schedules, err = f.loadSchedules(s.log); err != nil {
+		s.close()
+		return nil, err
+	}
 	if o.metrics != nil {
 		// Poll SQS as Lambda's event source mapping does: 20 s long polls,
 		// so an idle queue costs a request per poller every 20 s.
@@ -136,6 +172,7 @@ func openStack(ctx context.Context, f hostFlags, addr string, stdout, stderr io.
 	}
 	s.host, err = host.New(hc)
 	if err != nil {
+		s.close()
 		return nil, err
 	}
 	return s, nil
@@ -149,6 +186,7 @@ func serveCmd() *cobra.Command {
 		Short: "Run the local function host: the API, the slicer, the workers and the scheduler",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.schedulesSet = cmd.Flags().Changed("schedules")
 			s, err := openStack(cmd.Context(), f, addr, cmd.OutOrStdout(), cmd.ErrOrStderr(), nil)
 			if err != nil {
 				return err
@@ -167,6 +205,7 @@ func serveCmd() *cobra.Command {
 	}
 	f.register(c)
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "API listen address")
+	c.Flags().StringVar(&f.schedules, "schedules", schedule.DefaultFile, "schedules file whose recurring jobs the host fires (\"\" for none)")
 	return c
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/slicework/slicework/shared/blob"
 	"github.com/slicework/slicework/shared/clock"
+	"github.com/slicework/slicework/shared/events"
 	"github.com/slicework/slicework/shared/job"
 	"github.com/slicework/slicework/shared/queue"
 	"github.com/slicework/slicework/shared/store"
@@ -38,13 +39,25 @@ type Config struct {
 	StaleAfter time.Duration
 	// SendBatch is how many chunk tasks the slicer buffers per Send (100).
 	SendBatch int
-	// SliceBudget is the most chunk tasks one slicer invocation emits before
-	// it hands the rest to a continuation task (10,000). A slicer also hands
-	// over once it has used half of its invocation's time.
+	// SliceBudget is the most chunk tasks one slicer invocation emits
+	// (10,000). A plan-based input (ids, items, lines) of more chunks is
+	// sliced recursively: the first slicer records the totals and enqueues
+	// sub-slice tasks for index ranges, which subdivide further until a
+	// range fits the budget. A kind's own Slice, which cannot seek, hands
+	// the rest to a continuation task instead. A slicer also hands over once
+	// it has used half of its invocation's time.
 	SliceBudget int64
+	// SliceFanout is the most sub-slice tasks one slicer invocation
+	// enqueues when it subdivides a range (10: one SendMessageBatch).
+	SliceFanout int
 	// OnTerminal, if set, is called once when this process moves a job to a
 	// terminal state.
 	OnTerminal func(*job.Job)
+	// Events receives the completion event of every job that reaches a
+	// terminal state (nil: none is published). See followup.go.
+	Events events.Publisher
+	// Callbacks configures the POSTs to jobs' callback URLs.
+	Callbacks CallbackOptions
 }
 
 // QueueNames maps the engine's queues to backend queue names.
@@ -76,7 +89,10 @@ type Engine struct {
 	staleAfter time.Duration
 	sendBatch  int
 	budget     int64
+	fanout     int
 	onTerminal func(*job.Job)
+	events     events.Publisher
+	callbacks  CallbackOptions
 }
 
 // New returns an Engine for cfg. Store, Queue, Blobs and Registry are required.
@@ -87,7 +103,8 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{
 		store: cfg.Store, queue: cfg.Queue, blobs: cfg.Blobs, reg: cfg.Registry,
 		clock: cfg.Clock, queues: cfg.Queues, worker: cfg.Worker, log: cfg.Logger,
-		staleAfter: cfg.StaleAfter, sendBatch: cfg.SendBatch, budget: cfg.SliceBudget, onTerminal: cfg.OnTerminal,
+		staleAfter: cfg.StaleAfter, sendBatch: cfg.SendBatch, budget: cfg.SliceBudget, fanout: cfg.SliceFanout, onTerminal: cfg.OnTerminal,
+		events: cfg.Events, callbacks: cfg.Callbacks.withDefaults(),
 	}
 	if e.clock == nil {
 		e.clock = clock.System{}
@@ -107,6 +124,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if e.budget <= 0 {
 		e.budget = 10_000
+	}
+	if e.fanout < 2 {
+		e.fanout = 10
 	}
 	return e, nil
 }
@@ -167,6 +187,7 @@ func (e *Engine) terminal(j *job.Job) {
 	if e.onTerminal != nil {
 		e.onTerminal(j)
 	}
+	e.followUpNow(context.Background(), j) // dependants, event, callback
 }
 
 func ptr[T any](v T) *T { return &v }

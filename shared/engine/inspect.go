@@ -19,8 +19,12 @@ func (e *Engine) Get(ctx context.Context, id string) (*job.Job, error) {
 	return j, nil
 }
 
-// List returns one page of jobs matching q, newest first.
+// List returns one page of jobs matching q, newest first. q is checked
+// with ValidateQuery first; a malformed cursor yields job.ErrInvalid.
 func (e *Engine) List(ctx context.Context, q job.Query) (job.Page, error) {
+	if err := ValidateQuery(q); err != nil {
+		return job.Page{}, fmt.Errorf("engine: list jobs: %w", err)
+	}
 	p, err := e.store.ListJobs(ctx, q)
 	if err != nil {
 		return job.Page{}, fmt.Errorf("engine: list jobs: %w", err)

@@ -349,10 +349,15 @@ func MustRegister[A Args](r *Registry, h Handler[A], opts Options) {
 	}
 }
 
+// lookup returns the registration of kind: r's own, else a built-in one
+// (FanoutKind), which every engine runs without listing it in Kinds.
 func (r *Registry) lookup(kind string) (*registration, bool) {
 	r.mu.RLock()
-	defer r.mu.RUnlock()
 	k, ok := r.kinds[kind]
+	r.mu.RUnlock()
+	if !ok && r != builtins {
+		return builtins.lookup(kind)
+	}
 	return k, ok
 }
 

@@ -88,6 +88,9 @@ func (e *Engine) ProcessChunk(ctx context.Context, body []byte, d Delivery) Verd
 	started := e.clock.Now().UTC()
 	items, herr := e.call(ctx, reg, j, args, t, attempt)
 	a := job.Attempt{Worker: e.worker, Started: started, Duration: e.clock.Now().Sub(started), Items: items}
+	if children, ok := replacement(herr); ok {
+		return e.replace(ctx, j, t, reg, a, children)
+	}
 	if herr == nil {
 		a.Outcome = job.OutcomeSucceeded
 		return e.record(ctx, j, t, reg, a, 0)

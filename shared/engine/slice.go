@@ -38,14 +38,19 @@ func (e *Engine) Control(ctx context.Context, body []byte, receiveCount int) err
 // Slice cuts job id's data space into chunk tasks and enqueues them. It is
 // idempotent: a redelivered slice task re-sends the same tasks (the
 // accounting ignores duplicates) and records the same totals. A data space
-// too large for one invocation is handed on: after SliceBudget chunks, or
-// half the invocation's time, the slicer enqueues a task that continues
-// from the next chunk, so each invocation does bounded work.
+// too large for one invocation is spread over several: a plan-based input
+// (ids, items, lines) of more than SliceBudget chunks is sliced recursively
+// through sub-slice tasks (see subslice.go); a kind's own Slice, after
+// SliceBudget chunks or half the invocation's time, enqueues a task that
+// continues from the next chunk. Each invocation does bounded work.
 func (e *Engine) Slice(ctx context.Context, id string) error {
 	return e.slice(ctx, job.ControlTask{Op: job.OpSlice, JobID: id})
 }
 
 func (e *Engine) slice(ctx context.Context, t job.ControlTask) error {
+	if t.To > 0 {
+		return e.subSlice(ctx, t)
+	}
 	id := t.JobID
 	j, err := e.store.GetJob(ctx, id)
 	if errors.Is(err, job.ErrNotFound) {
@@ -83,6 +88,15 @@ func (e *Engine) slice(ctx context.Context, t job.ControlTask) error {
 	if err != nil {
 		return e.failJob(ctx, j, fmt.Sprintf("slicer: %v", err))
 	}
+	if t.From == 0 {
+		spread, err := e.spread(ctx, j)
+		if err != nil {
+			return e.sliceFailed(ctx, j, err)
+		}
+		if spread != nil {
+			return e.maybeFinish(ctx, spread)
+		}
+	}
 	em := &emitter{e: e, j: j, queueName: e.queues.Channel(j.Channel), from: t.From, next: t.From, items: t.Items,
 		stopAt: t.From + e.budget, started: time.Now()}
 	if dl, ok := ctx.Deadline(); ok {
@@ -101,10 +115,7 @@ func (e *Engine) slice(ctx context.Context, t job.ControlTask) error {
 		return nil
 	}
 	if err != nil {
-		if IsPermanent(err) || errors.Is(err, job.ErrInvalid) || errors.Is(err, job.ErrNotFound) {
-			return e.failJob(ctx, j, fmt.Sprintf("slicer: %v", err))
-		}
-		return fmt.Errorf("slicer: job %s: %w", id, err)
+		return e.sliceFailed(ctx, j, err)
 	}
 	if err := em.flush(ctx); err != nil {
 		return fmt.Errorf("slicer: job %s: %w", id, err)
@@ -122,51 +133,7 @@ var errBudget = errors.New("slice budget used")
 
 // emitChunks runs the splitter the job's input calls for.
 func (e *Engine) emitChunks(ctx context.Context, reg *registration, args Args, j *job.Job, em *emitter) error {
-	in := j.Input
-	switch in.Type {
-	case job.InputLines:
-		info, err := e.blobs.Head(ctx, in.Key)
-		if err != nil {
-			return fmt.Errorf("input object: %w", err)
-		}
-		var headerEnd int64
-		if in.Format == job.FormatCSV {
-			headerEnd, err = split.HeaderEnd(ctx, split.Opener(e.blobs, in.Key), info.Size, 1<<20)
-			if err != nil {
-				return fmt.Errorf("csv header: %w", err)
-			}
-		}
-		plan, err := split.Uniform(headerEnd, info.Size, j.ChunkSize)
-		if err != nil {
-			return err
-		}
-		return em.plan(ctx, plan, func(r split.Range) (job.ChunkInput, int64) {
-			return job.ChunkInput{Key: in.Key, Format: in.Format, Start: r.Start, End: r.End, HeaderEnd: headerEnd}, 0
-		})
-	case job.InputIDRange:
-		var plan split.Plan
-		var err error
-		if in.Buckets != nil {
-			plan, err = split.InverseLog(in.Start, in.End, in.Buckets.Count)
-		} else {
-			plan, err = split.Uniform(in.Start, in.End, j.ChunkSize)
-		}
-		if err != nil {
-			return err
-		}
-		return em.plan(ctx, plan, func(r split.Range) (job.ChunkInput, int64) {
-			return job.ChunkInput{Start: r.Start, End: r.End}, r.End - r.Start
-		})
-	case job.InputItems:
-		plan, err := split.Uniform(in.Start, in.End, j.ChunkSize)
-		if err != nil {
-			return err
-		}
-		return em.plan(ctx, plan, func(r split.Range) (job.ChunkInput, int64) {
-			key := fmt.Sprintf("%s/%08d.ndjson", in.Key, r.Start/j.ChunkSize)
-			return job.ChunkInput{Key: key, Start: r.Start, End: r.End}, r.End - r.Start
-		})
-	case job.InputCustom:
+	if j.Input.Type == job.InputCustom {
 		if reg.slice == nil {
 			return Permanent(fmt.Errorf("kind %s has no Slice", reg.kind))
 		}
@@ -174,18 +141,24 @@ func (e *Engine) emitChunks(ctx context.Context, reg *registration, args Args, j
 			return em.emit(ctx, in, items)
 		})
 	}
-	return Permanent(fmt.Errorf("unknown input type %q", in.Type))
+	p, err := e.planFor(ctx, j)
+	if err != nil {
+		return err
+	}
+	return em.plan(ctx, p.plan, p.chunk)
 }
 
 // emitter numbers chunk tasks from index from, sends them in batches, and
 // stops with errBudget when its invocation's budget is used. Chunks before
 // from were sent by an earlier invocation: a kind's own Slice, which cannot
-// seek, re-emits them and the emitter skips them.
+// seek, re-emits them and the emitter skips them. A plan stops before index
+// to when to is above 0 (a sub-slice task's range).
 type emitter struct {
 	e         *Engine
 	j         *job.Job
 	queueName string
 	from      int64
+	to        int64
 	next      int64
 	items     int64
 	stopAt    int64
@@ -197,7 +170,11 @@ type emitter struct {
 
 func (em *emitter) plan(ctx context.Context, p split.Plan, in func(split.Range) (job.ChunkInput, int64)) error {
 	em.skipped = em.from // a plan seeks: nothing to skip
-	for i := em.from; i < p.Len(); i++ {
+	end := p.Len()
+	if em.to > 0 && em.to < end {
+		end = em.to
+	}
+	for i := em.from; i < end; i++ {
 		ci, n := in(p.At(i))
 		if err := em.emit(ctx, ci, n); err != nil {
 			return err

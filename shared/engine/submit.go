@@ -25,25 +25,44 @@ type Request struct {
 	UniqueKey string          `json:"unique_key,omitempty"`
 	// RunAt delays the job; a RunAt in the past runs it now.
 	RunAt *time.Time `json:"run_at,omitempty"`
-	Tags  []string   `json:"tags,omitempty"`
+	// Delay delays the job by a duration from now ("90s", "36h", "3d", or
+	// seconds); 0..MaxRunAhead, and not together with RunAt.
+	Delay Duration `json:"delay,omitempty"`
+	Tags  []string `json:"tags,omitempty"`
 	// ChunkSize overrides the kind's chunk size (items, or bytes for lines).
 	ChunkSize   int64 `json:"chunk_size,omitempty"`
 	MaxAttempts int   `json:"max_attempts,omitempty"`
 	// TolerateFailedPct overrides the kind's tolerated failure percentage.
 	TolerateFailedPct *float64 `json:"tolerate_failed_pct,omitempty"`
 	Parent            string   `json:"parent,omitempty"`
+	// DependsOn lists jobs (at most MaxDependsOn, existing, distinct) that
+	// must all reach a terminal state before this one runs; it waits
+	// until then. If one fails or is cancelled, this job fails too unless
+	// RunAnyway is set.
+	DependsOn []string `json:"depends_on,omitempty"`
+	// RunAnyway runs the job even if a dependency fails or is cancelled.
+	RunAnyway bool `json:"run_anyway,omitempty"`
+	// CallbackURL, an http or https URL, receives the job's completion
+	// event as a JSON POST (retried with back-off, at least once).
+	CallbackURL string `json:"callback_url,omitempty"`
 }
 
 // SubmitOptions are the options of a typed Submit.
 type SubmitOptions struct {
-	Input             job.Input
-	Channel           string
-	UniqueKey         string
-	RunAt             time.Time
+	Input     job.Input
+	Channel   string
+	UniqueKey string
+	RunAt     time.Time
+	// Delay delays the job by a duration from now (not with RunAt).
+	Delay             time.Duration
 	Tags              []string
 	ChunkSize         int64
 	MaxAttempts       int
 	TolerateFailedPct *float64
+	// DependsOn, RunAnyway and CallbackURL are as in Request.
+	DependsOn   []string
+	RunAnyway   bool
+	CallbackURL string
 }
 
 // Limits on submissions.
@@ -78,9 +97,20 @@ func invalid(field, format string, a ...any) error {
 
 // Submit submits a job of args' kind.
 func (e *Engine) Submit(ctx context.Context, args Args, opts SubmitOptions) (*job.Job, error) {
+	req, err := requestOf(args, opts)
+	if err != nil {
+		return nil, fmt.Errorf("engine: submit: %w", err)
+	}
+	req.DependsOn, req.RunAnyway, req.CallbackURL = opts.DependsOn, opts.RunAnyway, opts.CallbackURL
+	return e.SubmitRequest(ctx, req)
+}
+
+// requestOf is the Request of a typed submission (Submit, and the children
+// of Replace).
+func requestOf(args Args, opts SubmitOptions) (Request, error) {
 	raw, err := json.Marshal(args)
 	if err != nil {
-		return nil, fmt.Errorf("engine: submit %s: encode args: %w", args.Kind(), err)
+		return Request{}, fmt.Errorf("%s: encode args: %w", args.Kind(), err)
 	}
 	req := Request{
 		Kind: args.Kind(), Args: raw, Input: opts.Input, Channel: opts.Channel, UniqueKey: opts.UniqueKey,
@@ -89,7 +119,9 @@ func (e *Engine) Submit(ctx context.Context, args Args, opts SubmitOptions) (*jo
 	if !opts.RunAt.IsZero() {
 		req.RunAt = &opts.RunAt
 	}
-	return e.SubmitRequest(ctx, req)
+	req.Delay = Duration(opts.Delay)
+	req.DependsOn, req.RunAnyway, req.CallbackURL = opts.DependsOn, opts.RunAnyway, opts.CallbackURL
+	return req, nil
 }
 
 // SubmitRequest validates req, writes the job and enqueues its slice task.
@@ -121,6 +153,10 @@ func (e *Engine) SubmitRequest(ctx context.Context, req Request) (*job.Job, erro
 		delay = j.RunAt.Sub(now)
 	}
 	switch {
+	case len(j.DependsOn) > 0:
+		// It waits; its follow-up (run below, or by the sweeper after a
+		// crash) counts the dependencies that are done already.
+		j.State, j.FollowUp = job.StateWaiting, newFollowUpToken()
 	case delay > queue.MaxDelay:
 		j.State = job.StateScheduled
 	default:
@@ -144,6 +180,12 @@ func (e *Engine) SubmitRequest(ctx context.Context, req Request) (*job.Job, erro
 			// The job is durable; the sweeper re-drives queued jobs whose
 			// slice task went missing, so the submission still stands.
 			e.log.Warn("enqueue slice task failed; the sweeper will retry", "job", created.ID, "err", err)
+		}
+	}
+	if created.State == job.StateWaiting {
+		e.followUpNow(ctx, created)
+		if cur, err := e.store.GetJob(ctx, created.ID); err == nil {
+			created = cur
 		}
 	}
 	return created, nil
@@ -173,6 +215,10 @@ func (e *Engine) sendTask(ctx context.Context, t job.ControlTask, delay time.Dur
 
 // validate checks req and builds the job it describes, without writing.
 func (e *Engine) validate(ctx context.Context, req Request, now time.Time) (*job.Job, error) {
+	req, err := applyDelay(req, now)
+	if err != nil {
+		return nil, err
+	}
 	if req.Kind == "" {
 		return nil, invalid("kind", "is required")
 	}
@@ -233,6 +279,9 @@ func (e *Engine) validate(ctx context.Context, req Request, now time.Time) (*job
 		return nil, invalid("chunk_size", "must be positive")
 	}
 	if err := e.validateInput(ctx, reg, j); err != nil {
+		return nil, err
+	}
+	if err := e.validateFlow(ctx, req, j); err != nil {
 		return nil, err
 	}
 	return j, nil

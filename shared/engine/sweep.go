@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/slicework/slicework/shared/job"
 	"github.com/slicework/slicework/shared/queue"
@@ -21,6 +22,9 @@ type SweepReport struct {
 	Finished int `json:"finished"`
 	// Retries parked chunks re-enqueued.
 	Retries int `json:"retries"`
+	// FollowUps pending follow-ups (dependencies, completion events,
+	// callbacks) run for processes that died before they did.
+	FollowUps int `json:"follow_ups"`
 }
 
 // sweepPage bounds the work of one sweep per category.
@@ -28,7 +32,9 @@ const sweepPage = 500
 
 // Sweep does the periodic work that no message triggers: it releases
 // scheduled jobs that came due and parked chunk retries, and re-drives jobs
-// whose next message was lost to a crash between two writes. The scheduler
+// whose next message was lost to a crash between two writes, or whose
+// follow-up work (dependants, completion event, callback) a crash left
+// undone for longer than StaleAfter. The scheduler
 // runs it once a minute; it is safe to run concurrently with itself.
 func (e *Engine) Sweep(ctx context.Context) (SweepReport, error) {
 	var r SweepReport
@@ -65,7 +71,13 @@ func (e *Engine) Sweep(ctx context.Context) (SweepReport, error) {
 			if err := e.store.Touch(ctx, j.ID); err != nil {
 				return r, fmt.Errorf("sweeper: touch job %s: %w", j.ID, err)
 			}
-			if err := e.sendControl(ctx, op, j.ID, 0); err != nil {
+			// A queued job may still wait for its RunAt (up to the
+			// queue's maximum delay): its slice task waits with it.
+			delay := time.Duration(0)
+			if op == job.OpSlice {
+				delay = runDelay(j, now)
+			}
+			if err := e.sendControl(ctx, op, j.ID, delay); err != nil {
 				return r, fmt.Errorf("sweeper: re-drive job %s: %w", j.ID, err)
 			}
 			r.Redriven++
@@ -110,6 +122,10 @@ func (e *Engine) Sweep(ctx context.Context) (SweepReport, error) {
 			return r, fmt.Errorf("sweeper: release job %s chunk %d: %w", c.JobID, c.Index, err)
 		}
 		r.Retries++
+	}
+
+	if r.FollowUps, err = e.sweepFollowUps(ctx, stale); err != nil {
+		return r, err
 	}
 	return r, nil
 }

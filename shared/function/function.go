@@ -9,6 +9,8 @@
 //	SLICEWORK_BUCKET     S3 bucket name (required)
 //	SLICEWORK_QUEUES     JSON object: queue name ("slice", "chunks-<channel>") → queue URL (required)
 //	SLICEWORK_LOG_LEVEL  debug, info (default), warn or error
+//	SLICEWORK_EVENT_BUS  EventBridge bus (name or ARN) of job completion events (optional: none are published without it)
+//	SLICEWORK_SLICE_BUDGET  most chunk tasks one slicer invocation sends (default 10000; engine.Config.SliceBudget)
 //
 // plus the SDK's standard variables (AWS_REGION, AWS_ENDPOINT_URL, ...).
 package function
@@ -22,12 +24,15 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/slicework/slicework/shared/awsconfig"
 	"github.com/slicework/slicework/shared/backend"
 	"github.com/slicework/slicework/shared/backend/awsbackend"
 	"github.com/slicework/slicework/shared/engine"
+	"github.com/slicework/slicework/shared/events"
+	"github.com/slicework/slicework/shared/events/ebevents"
 	"github.com/slicework/slicework/shared/kinds"
 )
 
@@ -37,14 +42,21 @@ const (
 	EnvBucket   = "SLICEWORK_BUCKET"
 	EnvQueues   = "SLICEWORK_QUEUES"
 	EnvLogLevel = "SLICEWORK_LOG_LEVEL"
+	EnvEventBus = "SLICEWORK_EVENT_BUS"
+	EnvBudget   = "SLICEWORK_SLICE_BUDGET"
 )
 
 // Env is the function's configuration.
 type Env struct {
 	Backend  awsbackend.Config
 	LogLevel slog.Level
+	// SliceBudget is engine.Config.SliceBudget (0: the engine's default).
+	SliceBudget int64
 	// Worker identifies this function instance in attempt records.
 	Worker string
+	// EventBus is the EventBridge bus (name or ARN) that completion events
+	// go to; empty: none are published.
+	EventBus string
 }
 
 // ParseEnv reads the configuration through getenv (os.Getenv in
@@ -67,6 +79,19 @@ func ParseEnv(getenv func(string) string) (Env, error) {
 		if err := env.LogLevel.UnmarshalText([]byte(lv)); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: want debug, info, warn or error", EnvLogLevel, lv))
 		}
+	}
+	if b := getenv(EnvBudget); b != "" {
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive whole number", EnvBudget, b))
+		}
+		env.SliceBudget = n
+	}
+	if bus := getenv(EnvEventBus); bus != "" {
+		if len(bus) > 1600 || strings.ContainsAny(bus, " \t\r\n") {
+			errs = append(errs, fmt.Errorf("%s=%q: want an EventBridge bus name or ARN", EnvEventBus, bus))
+		}
+		env.EventBus = bus
 	}
 	env.Worker = workerID(getenv("AWS_LAMBDA_FUNCTION_NAME"), getenv("AWS_LAMBDA_LOG_STREAM_NAME"))
 	if err := errors.Join(errs...); err != nil {
@@ -148,7 +173,12 @@ func Open(ctx context.Context) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("function: %w", err)
 	}
-	eng, err := engine.New(engine.Config{Store: be.Store, Queue: be.Queue, Blobs: be.Blobs, Registry: reg, Worker: env.Worker, Logger: log})
+	var pub events.Publisher
+	if env.EventBus != "" {
+		pub = ebevents.New(awsconfig.EventBridge(cfg), env.EventBus)
+	}
+	eng, err := engine.New(engine.Config{Store: be.Store, Queue: be.Queue, Blobs: be.Blobs, Registry: reg, Worker: env.Worker, Logger: log, SliceBudget: env.SliceBudget,
+		Events: pub})
 	if err != nil {
 		return nil, fmt.Errorf("function: %w", err)
 	}

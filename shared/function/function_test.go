@@ -41,6 +41,11 @@ func TestParseEnv(t *testing.T) {
 		{"no slice queue", with(EnvQueues, `{"chunks-default":"`+chunks+`"}`), []string{"no URL for the slice queue"}},
 		{"not a URL", with(EnvQueues, `{"slice":"dev-slice"}`), []string{`"dev-slice" is not a queue URL`}},
 		{"bad level", with(EnvLogLevel, "loud"), []string{EnvLogLevel + `="loud"`}},
+		{"slice budget", with(EnvBudget, "5000"), nil},
+		{"event bus", with(EnvEventBus, "dev-slicework-CompletionEvents-1"), nil},
+		{"bad event bus", with(EnvEventBus, "two words"), []string{EnvEventBus + `="two words"`}},
+		{"bad slice budget", with(EnvBudget, "0"), []string{EnvBudget + `="0": want a positive whole number`}},
+		{"slice budget not a number", with(EnvBudget, "10k"), []string{EnvBudget + `="10k"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -71,6 +76,12 @@ func TestParseEnv(t *testing.T) {
 			}
 			if env.Worker != "dev-slicework-Worker:c3d2e1f0" {
 				t.Errorf("worker %q, want the function name and the stream's last 8 characters", env.Worker)
+			}
+			if b := tc.env[EnvBudget]; b == "5000" && env.SliceBudget != 5000 {
+				t.Errorf("slice budget %d, want 5000", env.SliceBudget)
+			}
+			if env.EventBus != tc.env[EnvEventBus] {
+				t.Errorf("event bus %q, want %q", env.EventBus, tc.env[EnvEventBus])
 			}
 			if lv := tc.env[EnvLogLevel]; lv == "debug" && env.LogLevel != slog.LevelDebug {
 				t.Errorf("log level %v, want debug", env.LogLevel)

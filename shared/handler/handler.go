@@ -133,21 +133,3 @@ func Worker(e *engine.Engine, q queue.Queue, log *slog.Logger) SQSHandler {
 		return resp, nil
 	}
 }
-
-// Scheduler returns the scheduler function, run by an EventBridge rule once
-// a minute: it sweeps (due scheduled jobs, parked retries, stalled jobs).
-func Scheduler(e *engine.Engine, log *slog.Logger) func(ctx context.Context, ev events.EventBridgeEvent) (engine.SweepReport, error) {
-	if log == nil {
-		log = slog.Default()
-	}
-	return func(ctx context.Context, ev events.EventBridgeEvent) (engine.SweepReport, error) {
-		r, err := e.Sweep(ctx)
-		if err != nil {
-			return r, fmt.Errorf("scheduler: event %s: %w", ev.ID, err)
-		}
-		if r != (engine.SweepReport{}) {
-			log.Info("sweep", "released", r.Released, "redriven", r.Redriven, "finished", r.Finished, "retries", r.Retries)
-		}
-		return r, nil
-	}
-}

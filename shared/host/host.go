@@ -1,7 +1,8 @@
 // Package host is the local function host: it runs the slicework Lambda
 // handlers in-process, polling the queues as Lambda's SQS event source
 // mapping does (batches, partial batch failures, visibility timeout, max
-// receives → DLQ), firing the scheduler like an EventBridge rule, and serving
+// receives → DLQ), firing the scheduler like EventBridge rules do (the
+// sweeper every minute, and the schedules of schedules.json), and serving
 // the HTTP API on localhost. Handlers are invoked through aws-lambda-go's
 // JSON invoke path, so events are decoded exactly as on Lambda.
 package host
@@ -26,6 +27,7 @@ import (
 	"github.com/slicework/slicework/shared/handler"
 	"github.com/slicework/slicework/shared/job"
 	"github.com/slicework/slicework/shared/queue"
+	"github.com/slicework/slicework/shared/schedule"
 )
 
 // Config configures a Host. Zero fields take the defaults shown.
@@ -49,6 +51,10 @@ type Config struct {
 	PollWait time.Duration
 	// SchedulerEvery is the period of the scheduler's rule (1 min).
 	SchedulerEvery time.Duration
+	// Schedules are the recurring jobs to fire (see package schedule); each
+	// firing invokes the scheduler with the event its EventBridge rule
+	// would send. Times come from the engine's clock.
+	Schedules []schedule.Definition
 	// Region and Account appear in the records' queue ARNs.
 	Region, Account string
 	Logger          *slog.Logger
@@ -63,9 +69,13 @@ type Host struct {
 	// slicer and worker build one handler per poller: like a Lambda
 	// execution environment, a handler serves one invocation at a time
 	// (aws-lambda-go's handlers reuse their buffers).
-	slicer   func() lambda.Handler
-	worker   func() lambda.Handler
-	sched    lambda.Handler
+	slicer func() lambda.Handler
+	worker func() lambda.Handler
+	sched  lambda.Handler
+	crons  []cronEntry
+	// cronFn is the scheduler handler of the schedules' firings (a
+	// handler serves one invocation at a time, and the sweeper has sched).
+	cronFn   lambda.Handler
 	ready    chan struct{}
 	addr     string
 	statsMu  sync.Mutex
@@ -109,11 +119,16 @@ func New(cfg Config) (*Host, error) {
 		cfg.Logger = slog.Default()
 	}
 	e := cfg.Engine
+	crons, err := parseSchedules(e, cfg.Schedules)
+	if err != nil {
+		return nil, err
+	}
 	return &Host{
-		cfg: cfg, e: e, q: e.Queue(), log: cfg.Logger,
+		cfg: cfg, e: e, q: e.Queue(), log: cfg.Logger, crons: crons,
 		slicer:   func() lambda.Handler { return lambda.NewHandler(handler.Slicer(e, cfg.Logger)) },
 		worker:   func() lambda.Handler { return lambda.NewHandler(handler.Worker(e, e.Queue(), cfg.Logger)) },
 		sched:    lambda.NewHandler(handler.Scheduler(e, cfg.Logger)),
+		cronFn:   lambda.NewHandler(handler.Scheduler(e, cfg.Logger)),
 		ready:    make(chan struct{}),
 		invokes:  map[string]int{},
 		failures: map[string]int{},
@@ -164,10 +179,15 @@ func (h *Host) Run(ctx context.Context) error {
 	for _, ch := range h.e.Registry().Channels() {
 		poll(h.e.Queues().Channel(ch), h.worker, h.cfg.Workers)
 	}
-	wg.Add(1)
+	next, live := h.cronStart()
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		h.schedule(ctx, work)
+	}()
+	go func() {
+		defer wg.Done()
+		h.cron(ctx, work, next, live)
 	}()
 	close(h.ready)
 	<-ctx.Done()

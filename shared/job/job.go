@@ -68,6 +68,26 @@ type Job struct {
 	MaxAttempts int `json:"max_attempts"`
 	// TolerateFailedPct is the percentage of chunks that may fail while the job still succeeds.
 	TolerateFailedPct float64 `json:"tolerate_failed_pct,omitempty"`
+	// DependsOn lists the jobs this job waits for (fan-in): it stays
+	// waiting until every one of them has reached a terminal state.
+	DependsOn []string `json:"depends_on,omitempty"`
+	// RunAnyway runs the job when a dependency fails or is cancelled;
+	// without it the job then fails with DepFailure.
+	RunAnyway bool `json:"run_anyway,omitempty"`
+	// CallbackURL, if set, receives the completion event as a POST.
+	CallbackURL string `json:"callback_url,omitempty"`
+	// DepsPending counts the dependencies that have not finished yet; the
+	// store keeps it (see store.Flow).
+	DepsPending int `json:"deps_pending,omitempty"`
+	// DepFailure describes the first dependency that failed or was
+	// cancelled ("dependency <id> failed: <its error>").
+	DepFailure string `json:"dependency_failure,omitempty"`
+	// FollowUp is the token of follow-up work the engine still owes the
+	// job (created waiting: count the dependencies that finished before it
+	// existed; terminal: its dependants, completion event and callback);
+	// empty when none. It is written in the same write as the change that
+	// causes the work, so a crash cannot lose it (see store.Flow).
+	FollowUp string `json:"-"`
 
 	State    State      `json:"state"`
 	RunAt    *time.Time `json:"run_at,omitempty"`
@@ -196,6 +216,10 @@ type ControlTask struct {
 	From int64 `json:"from,omitempty"`
 	// Items counts the items of the chunks before From.
 	Items int64 `json:"items,omitempty"`
+	// To, when above 0, makes this a sub-slice task: it covers only the
+	// chunk indices [From, To) of a plan-based input, whose totals the job's
+	// first slice task has already recorded (recursive slicing).
+	To int64 `json:"to,omitempty"`
 }
 
 // Control operations.
@@ -268,6 +292,9 @@ type Query struct {
 	Kind  string
 	State State
 	Tag   string
+	// Parent selects the children of one job: the jobs whose Parent is
+	// this id (jobs submitted by its Replace, or with parent set).
+	Parent string
 	// CreatedAfter and CreatedBefore bound CreatedAt (inclusive, exclusive).
 	CreatedAfter  time.Time
 	CreatedBefore time.Time

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/slicework/slicework/shared/engine"
+	"github.com/slicework/slicework/shared/kinds/eventfanout"
 	"github.com/slicework/slicework/shared/kinds/keycount"
 	"github.com/slicework/slicework/shared/kinds/recompute"
 )
@@ -18,6 +19,7 @@ func Register(r *engine.Registry) error {
 	for _, reg := range []func(*engine.Registry) error{
 		keycount.Register,
 		recompute.Register,
+		eventfanout.Register,
 	} {
 		if err := reg(r); err != nil {
 			return fmt.Errorf("kinds: %w", err)

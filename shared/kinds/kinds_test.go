@@ -6,6 +6,7 @@ import (
 
 	"github.com/slicework/slicework/shared/engine"
 	"github.com/slicework/slicework/shared/kinds"
+	"github.com/slicework/slicework/shared/kinds/eventfanout"
 	"github.com/slicework/slicework/shared/kinds/keycount"
 	"github.com/slicework/slicework/shared/kinds/recompute"
 )
@@ -16,7 +17,8 @@ func TestRegistryHoldsEveryKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{keycount.Kind, recompute.Kind} {
+	for _, k := range []string{keycount.Kind, recompute.Kind,
+		eventfanout.FiredEventKind, eventfanout.ProcessSubscriptionKind, eventfanout.ProcessNotificationKind} {
 		if !slices.Contains(r.Kinds(), k) {
 			t.Errorf("registry kinds %v lack %q", r.Kinds(), k)
 		}

@@ -168,8 +168,9 @@ func (d Definition) Validate() error {
 
 // Request is the submission that the schedule makes when it fires at
 // firedAt (the EventBridge event's time). Its unique key is derived from the
-// name and the firing time, so a duplicate delivery of the same firing
-// (EventBridge delivers at least once) is refused as a duplicate instead of
+// name and the firing's tick (firedAt truncated to the minute, see Tick), so
+// a duplicate delivery of the same firing (EventBridge delivers at least
+// once), or the same tick fired twice, is refused as a duplicate instead of
 // running the job twice.
 func (d Definition) Request(firedAt time.Time) engine.Request {
 	tags := append([]string{TagPrefix + d.Name}, d.Tags...)
@@ -178,7 +179,7 @@ func (d Definition) Request(firedAt time.Time) engine.Request {
 		Args:      d.Args,
 		Input:     d.Input,
 		Channel:   d.Channel,
-		UniqueKey: UniqueKey(d.Name, firedAt),
+		UniqueKey: UniqueKey(d.Name, Tick(firedAt)),
 		Tags:      tags,
 	}
 }

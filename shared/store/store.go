@@ -49,13 +49,15 @@ type Store interface {
 	GetJob(ctx context.Context, id string) (*job.Job, error)
 
 	// ListJobs returns jobs matching q, newest first, one page at a time.
-	// A malformed cursor yields job.ErrInvalid.
+	// Every filter of q is served by an index (Parent by a children index),
+	// never by a scan. A malformed cursor yields job.ErrInvalid.
 	ListJobs(ctx context.Context, q job.Query) (job.Page, error)
 
 	// Transition moves job id to state to if its current state is one of
 	// from, applying p and setting UpdatedAt, atomically. If the state is
 	// not in from, nothing is written and the current job is returned with
-	// an error wrapping job.ErrConflict.
+	// an error wrapping job.ErrConflict. A transition to a terminal state
+	// also sets a new FollowUp token, in the same write (see Flow).
 	Transition(ctx context.Context, id string, from []job.State, to job.State, p Patch) (*job.Job, error)
 
 	// Touch sets UpdatedAt to now without other changes (the sweeper uses it
@@ -94,6 +96,13 @@ type Store interface {
 	// DueRetries returns up to limit parked chunks whose RetryAt is at or
 	// before now, oldest first.
 	DueRetries(ctx context.Context, now time.Time, limit int) ([]*job.Chunk, error)
+
+	// Replacer: ReplaceChunk completes a chunk and creates jobs atomically
+	// (REPLACE; see replace.go).
+	Replacer
+
+	// Flow: dependency edges and durable follow-up work (see flow.go).
+	Flow
 
 	// ReleaseRetry clears a parked chunk's RetryAt and Task once the sweeper
 	// has re-enqueued it. job.ErrConflict if it is no longer parked.

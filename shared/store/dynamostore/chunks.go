@@ -322,24 +322,9 @@ const (
 // A missing job yields job.ErrNotFound.
 func (s *Store) segTx(ctx context.Context, jobID string, k int64, x int, segUpd expression.UpdateBuilder, create bool, extra []types.TransactWriteItem) (txResult, *segment, error) {
 	for range maxRounds {
-		cond := expression.AttributeExists(expression.Name(AttrPK)).And(notTerminal(x))
-		if create {
-			cond = expression.AttributeNotExists(expression.Name(AttrPK))
-		}
-		segItem, err := s.txUpdate(update{key: segKey(jobID, k), upd: segUpd, cond: &cond})
+		items, err := s.segWrites(jobID, k, x, segUpd, create)
 		if err != nil {
 			return 0, nil, err
-		}
-		items := []types.TransactWriteItem{segItem}
-		if create {
-			upd := expression.Set(openName(k), expression.Value(1)).
-				Add(expression.Name(attrBlocks), expression.Value(&types.AttributeValueMemberNS{Value: []string{strconv.FormatInt(k/blockSize, 10)}}))
-			acond := expression.AttributeExists(expression.Name(AttrPK))
-			acctItem, err := s.txUpdate(update{key: acctKey(jobID), upd: upd, cond: &acond})
-			if err != nil {
-				return 0, nil, err
-			}
-			items = append(items, acctItem)
 		}
 		items = append(items, extra...)
 		reasons, err := s.transact(ctx, items)
@@ -380,6 +365,35 @@ func (s *Store) segTx(ctx context.Context, jobID string, k int64, x int, segUpd 
 		return 0, nil, fmt.Errorf("segment %d: transaction cancelled: %v", k, reasonCodes(reasons))
 	}
 	return 0, nil, fmt.Errorf("segment %d kept changing", k)
+}
+
+// segWrites returns the transaction items that apply segUpd to slot x of
+// segment k of job jobID. With create false: one update of the segment,
+// conditional on its existence and on x not being terminal. With create
+// true: the segment's creation, conditional on its absence, and its
+// registration in the accounting item (open map o, block set hb),
+// conditional on the job. store.ReplaceChunkItems counts them.
+func (s *Store) segWrites(jobID string, k int64, x int, segUpd expression.UpdateBuilder, create bool) ([]types.TransactWriteItem, error) {
+	cond := expression.AttributeExists(expression.Name(AttrPK)).And(notTerminal(x))
+	if create {
+		cond = expression.AttributeNotExists(expression.Name(AttrPK))
+	}
+	segItem, err := s.txUpdate(update{key: segKey(jobID, k), upd: segUpd, cond: &cond})
+	if err != nil {
+		return nil, err
+	}
+	items := []types.TransactWriteItem{segItem}
+	if create {
+		upd := expression.Set(openName(k), expression.Value(1)).
+			Add(expression.Name(attrBlocks), expression.Value(&types.AttributeValueMemberNS{Value: []string{strconv.FormatInt(k/blockSize, 10)}}))
+		acond := expression.AttributeExists(expression.Name(AttrPK))
+		acctItem, err := s.txUpdate(update{key: acctKey(jobID), upd: upd, cond: &acond})
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, acctItem)
+	}
+	return items, nil
 }
 
 // Settle repairs what a crash between two writes can leave behind for

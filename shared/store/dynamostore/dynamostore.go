@@ -10,13 +10,15 @@
 //	item          PK              SK          attributes
 //	job           J#<id>          J           kind, state, lsk, spec (JSON), channel, uk, parent, error, result,
 //	                                          created_at, updated_at, run_at, started_at, sliced_at, finished_at (epoch ms);
-//	                                          dpk "S", dsk while scheduled with a RunAt
+//	                                          dpk "S", dsk while scheduled with a RunAt;
+//	                                          flow, dp, dx, and fu, fpk, fsk while a follow-up is pending (flow.go)
 //	accounting    J#<id>          A           o (map: open segment → 1), hb (number set of 256-segment blocks), rv,
 //	                                          sl, ct, it (sliced, totals), cd, cf, idn, ifl, rt (rolled-up counts)
 //	segment       J#<id>#G#<k>    G           r<x> run entry, f<x> failed items, h<x> retries (x: one hex digit), z size
 //	chunk record  J#<id>          C#<i:019d>  at (list of attempt JSON), st, items, up; ra, task, dpk "R", dsk while parked
 //	unique key    U#<key>         U           job
 //	tag           T#<tag>         <lsk>       id, tk (the job's kind)
+//	dependency    J#<dep>         D#<id>      dependant; res once resolved (flow.go)
 //
 // lsk is "<CreatedAt in epoch ms, 13 digits>#<id>": newest first is lsk
 // descending, which is id order for ULIDs minted from CreatedAt (as the
@@ -101,7 +103,11 @@
 //
 // ListJobs never scans. It queries one of:
 //
-//   - the tag items T#<tag> (base table, consistent): any query with a tag.
+//   - ByParent (parent, lsk), sparse: any query with a parent (the children
+//     of one job; REPLACE's lineage). The job item carries its parent, so
+//     the index costs no item in CreateJob's or ReplaceChunk's transaction.
+//   - the tag items T#<tag> (base table, consistent): other queries with a
+//     tag.
 //   - ByState (state, lsk) for a non-terminal state: that partition holds
 //     only the active jobs, so the sweeper's UpdatedBefore queries filter a
 //     small set, newest first.
@@ -174,6 +180,9 @@ const (
 	IndexByKind = "ByKind"
 	// IndexByState lists a state's jobs newest first: AttrState, AttrListKey.
 	IndexByState = "ByState"
+	// IndexByParent lists a job's children newest first: AttrParent,
+	// AttrListKey. Sparse: only jobs with a parent carry AttrParent.
+	IndexByParent = "ByParent"
 	// IndexDue holds scheduled jobs by RunAt and parked chunks by RetryAt:
 	// AttrDuePK, AttrDueSK. Sparse: only those items carry the attributes.
 	IndexDue = "Due"
@@ -182,6 +191,8 @@ const (
 	AttrKind = "kind"
 	// AttrState is the job's state.
 	AttrState = "state"
+	// AttrParent is the id of the job's parent, absent if it has none.
+	AttrParent = attrParent
 	// AttrListKey is "<CreatedAt epoch ms, 13 digits>#<id>".
 	AttrListKey = "lsk"
 	// AttrDuePK is "S" on a scheduled job with a RunAt, "R" on a parked chunk.
@@ -230,7 +241,9 @@ func Schema() TableSchema {
 		Indexes: []Index{
 			{Name: IndexByKind, PartitionKey: AttrKind, SortKey: AttrListKey, NonKeyAttributes: []string{AttrState, attrUpdated, attrRunAt}},
 			{Name: IndexByState, PartitionKey: AttrState, SortKey: AttrListKey, NonKeyAttributes: []string{AttrKind, attrUpdated, attrRunAt}},
+			{Name: IndexByParent, PartitionKey: AttrParent, SortKey: AttrListKey, NonKeyAttributes: []string{AttrKind, AttrState, attrUpdated, attrRunAt}},
 			{Name: IndexDue, PartitionKey: AttrDuePK, SortKey: AttrDueSK, NonKeyAttributes: []string{AttrListKey, AttrKind, attrUpdated}},
+			{Name: IndexFollowUps, PartitionKey: AttrFollowPK, SortKey: AttrFollowSK, NonKeyAttributes: []string{attrFollowUp}},
 		},
 		TTLAttribute: AttrTTL,
 	}
@@ -259,7 +272,7 @@ func CreateTableInput(name string) *dynamodb.CreateTableInput {
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: ix.NonKeyAttributes},
 		})
 	}
-	for _, name := range []string{sc.PartitionKey, sc.SortKey, AttrKind, AttrState, AttrListKey, AttrDuePK, AttrDueSK} {
+	for _, name := range []string{sc.PartitionKey, sc.SortKey, AttrKind, AttrState, AttrListKey, AttrParent, AttrDuePK, AttrDueSK, AttrFollowPK, AttrFollowSK} {
 		if defs[name] {
 			in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{
 				AttributeName: aws.String(name), AttributeType: types.ScalarAttributeTypeS,

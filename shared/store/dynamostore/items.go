@@ -286,6 +286,9 @@ func decodeJob(item map[string]types.AttributeValue) (*job.Job, error) {
 			*dst = &t
 		}
 	}
+	if err := decodeFlow(item, j); err != nil {
+		return nil, err
+	}
 	return j, nil
 }
 

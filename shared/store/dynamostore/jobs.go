@@ -34,32 +34,87 @@ const (
 // that job is returned with an error wrapping job.ErrDuplicate; if j.ID
 // exists, job.ErrConflict. Nothing is written in either case.
 func (s *Store) CreateJob(ctx context.Context, j *job.Job) (*job.Job, error) {
+	w, err := s.jobWrites(j)
+	if err != nil {
+		return nil, fmt.Errorf("dynamostore: create job: %w", err)
+	}
+	reasons, err := s.transact(ctx, w.items)
+	if err != nil {
+		return nil, fmt.Errorf("dynamostore: create job %s: %w", j.ID, err)
+	}
+	if reasons != nil {
+		if w.uniqueAt >= 0 && failedAt(reasons, w.uniqueAt) {
+			existing, err := s.uniqueHolder(ctx, j.UniqueKey, reasons[w.uniqueAt].Item)
+			if err != nil {
+				return nil, fmt.Errorf("dynamostore: create job %s: %w", j.ID, err)
+			}
+			return existing, fmt.Errorf("dynamostore: create job %s: unique key %q held by job %s: %w", j.ID, j.UniqueKey, existing.ID, job.ErrDuplicate)
+		}
+		if failedAt(reasons, w.jobAt) {
+			return nil, fmt.Errorf("dynamostore: create job %s: id exists: %w", j.ID, job.ErrConflict)
+		}
+		return nil, fmt.Errorf("dynamostore: create job %s: transaction cancelled: %v", j.ID, reasonCodes(reasons))
+	}
+	return w.created(j)
+}
+
+// newJob is the transaction items that create one job, as CreateJob
+// writes them; ReplaceChunk appends them to its own transaction.
+type newJob struct {
+	items   []types.TransactWriteItem
+	jobItem map[string]types.AttributeValue
+	// jobAt and uniqueAt are the positions within items of the job item
+	// and the unique-key item (-1 if the job has no key); both are
+	// conditional on attribute_not_exists.
+	jobAt, uniqueAt int
+}
+
+// created returns the job that w wrote, with j's counters.
+func (w *newJob) created(j *job.Job) (*job.Job, error) {
+	out, err := decodeJob(w.jobItem)
+	if err != nil {
+		return nil, fmt.Errorf("dynamostore: create job %s: %w", j.ID, err)
+	}
+	out.Counters = j.Counters
+	return out, nil
+}
+
+// jobWrites checks j against CreateJob's rules and returns the items that
+// create it: the job item, its accounting item, the unique-key item and
+// one item per distinct tag (store.JobItems counts them).
+func (s *Store) jobWrites(j *job.Job) (*newJob, error) {
 	if j == nil {
-		return nil, fmt.Errorf("dynamostore: create job: nil job: %w", job.ErrInvalid)
+		return nil, fmt.Errorf("nil job: %w", job.ErrInvalid)
 	}
 	tags := slices.Compact(slices.Sorted(slices.Values(j.Tags)))
 	switch {
 	case j.ID == "" || strings.Contains(j.ID, "#") || j.Kind == "" || !j.State.Valid() || j.CreatedAt.IsZero():
-		return nil, fmt.Errorf("dynamostore: create job %q: id without '#', kind, valid state and created_at are required: %w", j.ID, job.ErrInvalid)
+		return nil, fmt.Errorf("job %q: id without '#', kind, valid state and created_at are required: %w", j.ID, job.ErrInvalid)
 	case !keyTimeOK(j.CreatedAt) || (j.RunAt != nil && j.State == job.StateScheduled && !keyTimeOK(*j.RunAt)):
-		return nil, fmt.Errorf("dynamostore: create job %s: created_at or run_at outside 1970..2286: %w", j.ID, job.ErrInvalid)
+		return nil, fmt.Errorf("job %s: created_at or run_at outside 1970..2286: %w", j.ID, job.ErrInvalid)
 	case len(tags) > maxTags:
-		return nil, fmt.Errorf("dynamostore: create job %s: %d tags, at most %d: %w", j.ID, len(tags), maxTags, job.ErrInvalid)
-	case len(j.ID) > maxKeyLen || len(j.Kind) > maxKeyLen || len(j.UniqueKey) > maxKeyLen:
-		return nil, fmt.Errorf("dynamostore: create job %s: id, kind or unique key over %d bytes: %w", j.ID, maxKeyLen, job.ErrInvalid)
+		return nil, fmt.Errorf("job %s: %d tags, at most %d: %w", j.ID, len(tags), maxTags, job.ErrInvalid)
+	case len(j.ID) > maxKeyLen || len(j.Kind) > maxKeyLen || len(j.UniqueKey) > maxKeyLen || len(j.Parent) > maxKeyLen:
+		return nil, fmt.Errorf("job %s: id, kind, unique key or parent over %d bytes: %w", j.ID, maxKeyLen, job.ErrInvalid)
 	}
 	for _, tag := range tags {
 		if tag == "" || len(tag) > maxKeyLen {
-			return nil, fmt.Errorf("dynamostore: create job %s: empty tag or tag over %d bytes: %w", j.ID, maxKeyLen, job.ErrInvalid)
+			return nil, fmt.Errorf("job %s: empty tag or tag over %d bytes: %w", j.ID, maxKeyLen, job.ErrInvalid)
 		}
 	}
+	if err := store.CheckDependsOn(j); err != nil {
+		return nil, err
+	}
 	jobItem, acctItem, err := jobItems(j)
+	if err == nil {
+		err = putFlow(jobItem, j)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("dynamostore: create job %s: encode: %v: %w", j.ID, err, job.ErrInvalid)
+		return nil, fmt.Errorf("job %s: encode: %v: %w", j.ID, err, job.ErrInvalid)
 	}
 	notExists, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))).Build()
 	if err != nil {
-		return nil, fmt.Errorf("dynamostore: create job %s: %w", j.ID, err)
+		return nil, fmt.Errorf("job %s: %w", j.ID, err)
 	}
 	put := func(item map[string]types.AttributeValue, conditional bool) types.TransactWriteItem {
 		p := &types.Put{TableName: aws.String(s.table), Item: item}
@@ -69,50 +124,39 @@ func (s *Store) CreateJob(ctx context.Context, j *job.Job) (*job.Job, error) {
 		}
 		return types.TransactWriteItem{Put: p}
 	}
-	items := []types.TransactWriteItem{put(jobItem, true), put(acctItem, false)}
-	const jobAt, uniqueAt = 0, 2
+	w := &newJob{items: []types.TransactWriteItem{put(jobItem, true), put(acctItem, false)}, jobItem: jobItem, jobAt: 0, uniqueAt: -1}
 	if j.UniqueKey != "" {
 		u := uniqueKey(j.UniqueKey)
 		u[attrJob] = avS(j.ID)
-		items = append(items, put(u, true))
+		w.uniqueAt = len(w.items)
+		w.items = append(w.items, put(u, true))
 	}
 	lsk := getS(jobItem, AttrListKey)
 	for _, tag := range tags {
-		items = append(items, put(map[string]types.AttributeValue{
+		w.items = append(w.items, put(map[string]types.AttributeValue{
 			AttrPK: avS(tagPK(tag)), AttrSK: avS(lsk), attrID: avS(j.ID), attrTagKind: avS(j.Kind),
 		}, false))
 	}
-	reasons, err := s.transact(ctx, items)
-	if err != nil {
-		return nil, fmt.Errorf("dynamostore: create job %s: %w", j.ID, err)
-	}
-	if reasons != nil {
-		if j.UniqueKey != "" && failedAt(reasons, uniqueAt) {
-			holder := getS(reasons[uniqueAt].Item, attrJob)
-			if holder == "" {
-				item, err := s.getItem(ctx, uniqueKey(j.UniqueKey))
-				if err != nil {
-					return nil, fmt.Errorf("dynamostore: create job %s: read unique key: %w", j.ID, err)
-				}
-				holder = getS(item, attrJob)
-			}
-			existing, err := s.GetJob(ctx, holder)
-			if err != nil {
-				return nil, fmt.Errorf("dynamostore: create job %s: unique key %q held by job %q: %w", j.ID, j.UniqueKey, holder, err)
-			}
-			return existing, fmt.Errorf("dynamostore: create job %s: unique key %q held by job %s: %w", j.ID, j.UniqueKey, holder, job.ErrDuplicate)
+	w.items = append(w.items, s.edgePuts(j)...)
+	return w, nil
+}
+
+// uniqueHolder returns the job holding unique key key, given the key item
+// that a failed condition returned (nil if the service returned none).
+func (s *Store) uniqueHolder(ctx context.Context, key string, item map[string]types.AttributeValue) (*job.Job, error) {
+	holder := getS(item, attrJob)
+	if holder == "" {
+		item, err := s.getItem(ctx, uniqueKey(key))
+		if err != nil {
+			return nil, fmt.Errorf("read unique key: %w", err)
 		}
-		if failedAt(reasons, jobAt) {
-			return nil, fmt.Errorf("dynamostore: create job %s: id exists: %w", j.ID, job.ErrConflict)
-		}
-		return nil, fmt.Errorf("dynamostore: create job %s: transaction cancelled: %v", j.ID, reasonCodes(reasons))
+		holder = getS(item, attrJob)
 	}
-	out, err := decodeJob(jobItem)
+	existing, err := s.GetJob(ctx, holder)
 	if err != nil {
-		return nil, fmt.Errorf("dynamostore: create job %s: %w", j.ID, err)
+		return nil, fmt.Errorf("unique key %q held by job %q: %w", key, holder, err)
 	}
-	out.Counters = j.Counters
-	return out, nil
+	return existing, nil
 }
 
 func reasonCodes(reasons []types.CancellationReason) []string {
@@ -302,6 +346,9 @@ func (s *Store) Transition(ctx context.Context, id string, from []job.State, to 
 	for round := 0; ; round++ {
 		cond := expression.AttributeExists(expression.Name(AttrPK)).And(expression.Name(AttrState).In(froms[0], froms[1:]...))
 		upd := patch().Set(expression.Name(attrTransition), expression.Value(token))
+		if to.Terminal() {
+			upd = setFollowUp(upd, id, token, now)
+		}
 		// The due index entry follows the state: only a scheduled job with
 		// a RunAt carries it. Its sort key holds the RunAt, so moving to
 		// scheduled without a new RunAt needs the current one, read first

@@ -140,6 +140,7 @@ func matches(q job.Query, j *job.Job) bool {
 	case q.Kind != "" && j.Kind != q.Kind,
 		q.State != "" && j.State != q.State,
 		q.Tag != "" && !slices.Contains(j.Tags, q.Tag),
+		q.Parent != "" && j.Parent != q.Parent,
 		!q.CreatedAfter.IsZero() && j.CreatedAt.Before(q.CreatedAfter),
 		!q.CreatedBefore.IsZero() && !j.CreatedAt.Before(q.CreatedBefore),
 		!q.RunAtBefore.IsZero() && (j.RunAt == nil || j.RunAt.After(q.RunAtBefore)),
@@ -237,6 +238,19 @@ func (s *Store) indexSource(q job.Query, r lskRange, pageLimit int32) (*merged, 
 	}
 	var streams []*stream
 	switch {
+	case q.Parent != "":
+		f := extra
+		if q.Kind != "" {
+			f = append(slices.Clone(f), expression.Name(AttrKind).Equal(expression.Value(q.Kind)))
+		}
+		if q.State != "" {
+			f = append(slices.Clone(f), expression.Name(AttrState).Equal(expression.Value(string(q.State))))
+		}
+		st, err := s.stream(IndexByParent, AttrParent, q.Parent, AttrListKey, r, f, pageLimit)
+		if err != nil {
+			return nil, err
+		}
+		streams = append(streams, st)
 	case q.Tag != "":
 		var f []expression.ConditionBuilder
 		if q.Kind != "" {

@@ -67,6 +67,7 @@ CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, id);
 CREATE INDEX IF NOT EXISTS jobs_created ON jobs(created_at);
 CREATE INDEX IF NOT EXISTS jobs_run_at ON jobs(run_at) WHERE run_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_state_updated ON jobs(state, updated_at);
+CREATE INDEX IF NOT EXISTS jobs_parent ON jobs(parent, id);
 CREATE TABLE IF NOT EXISTS job_tags (
 	tag    TEXT NOT NULL,
 	job_id TEXT NOT NULL REFERENCES jobs(id),
@@ -112,7 +113,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		o(s)
 	}
 	var err error
-	s.db, err = sqlitedb.Open(path, schema)
+	s.db, err = sqlitedb.Open(path, schema+flowSchema)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: %w", err)
 	}
@@ -139,7 +140,7 @@ type spec struct {
 
 const jobCols = `id, kind, state, COALESCE(unique_key, ''), channel, parent, spec, error, result,
 	created_at, updated_at, run_at, started_at, sliced_at, finished_at,
-	sliced, chunks_total, items_total, chunks_done, chunks_failed, items_done, items_failed, retries`
+	sliced, chunks_total, items_total, chunks_done, chunks_failed, items_done, items_failed, retries` + flowCols
 
 const chunkCols = `job_id, idx, state, items, attempts, retry_at, task, updated_at`
 
@@ -161,11 +162,28 @@ type scanner interface {
 // job is returned with an error wrapping job.ErrDuplicate; if j.ID exists,
 // job.ErrConflict. Nothing is written in either case.
 func (s *Store) CreateJob(ctx context.Context, j *job.Job) (*job.Job, error) {
+	var out *job.Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = insertJob(ctx, tx, j)
+		return err
+	})
+	return out, err
+}
+
+// insertJob validates and writes j within tx, as CreateJob describes, and
+// returns the stored job; if another job holds j.UniqueKey, that job is
+// returned with an error wrapping job.ErrDuplicate. ReplaceChunk creates
+// its jobs through it too.
+func insertJob(ctx context.Context, tx *sql.Tx, j *job.Job) (*job.Job, error) {
 	if j == nil {
 		return nil, fmt.Errorf("sqlitestore: create job: nil job: %w", job.ErrInvalid)
 	}
 	if j.ID == "" || j.Kind == "" || !j.State.Valid() || j.CreatedAt.IsZero() {
 		return nil, fmt.Errorf("sqlitestore: create job %q: id, kind, valid state and created_at are required: %w", j.ID, job.ErrInvalid)
+	}
+	if err := store.CheckDependsOn(j); err != nil {
+		return nil, fmt.Errorf("sqlitestore: create: %w", err)
 	}
 	sp, err := json.Marshal(spec{
 		Args: j.Args, Input: j.Input, Tags: j.Tags,
@@ -178,45 +196,42 @@ func (s *Store) CreateJob(ctx context.Context, j *job.Job) (*job.Job, error) {
 	if updated.IsZero() {
 		updated = j.CreatedAt
 	}
-	var out *job.Job
-	err = s.tx(ctx, func(tx *sql.Tx) error {
-		if j.UniqueKey != "" {
-			existing, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE unique_key = ?`, j.UniqueKey))
-			if err == nil {
-				out = existing
-				return fmt.Errorf("sqlitestore: create job %s: unique key %q held by job %s: %w", j.ID, j.UniqueKey, existing.ID, job.ErrDuplicate)
-			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("sqlitestore: create job %s: look up unique key: %w", j.ID, err)
-			}
+	if j.UniqueKey != "" {
+		existing, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE unique_key = ?`, j.UniqueKey))
+		if err == nil {
+			return existing, fmt.Errorf("sqlitestore: create job %s: unique key %q held by job %s: %w", j.ID, j.UniqueKey, existing.ID, job.ErrDuplicate)
 		}
-		var one int
-		switch err := tx.QueryRowContext(ctx, `SELECT 1 FROM jobs WHERE id = ?`, j.ID).Scan(&one); {
-		case err == nil:
-			return fmt.Errorf("sqlitestore: create job %s: id exists: %w", j.ID, job.ErrConflict)
-		case !errors.Is(err, sql.ErrNoRows):
-			return fmt.Errorf("sqlitestore: create job %s: look up id: %w", j.ID, err)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("sqlitestore: create job %s: look up unique key: %w", j.ID, err)
 		}
-		c := j.Counters
-		_, err := tx.ExecContext(ctx, `INSERT INTO jobs (id, kind, state, unique_key, channel, parent, spec, error, result,
-			created_at, updated_at, run_at, started_at, sliced_at, finished_at,
-			sliced, chunks_total, items_total, chunks_done, chunks_failed, items_done, items_failed, retries)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			j.ID, j.Kind, string(j.State), nullString(j.UniqueKey), j.Channel, j.Parent, string(sp), j.Error, j.Result,
-			micros(j.CreatedAt), micros(updated), nullMicros(j.RunAt), nullMicros(j.StartedAt), nullMicros(j.SlicedAt), nullMicros(j.FinishedAt),
-			c.Sliced, c.ChunksTotal, c.ItemsTotal, c.ChunksDone, c.ChunksFailed, c.ItemsDone, c.ItemsFailed, c.Retries)
-		if err != nil {
-			return fmt.Errorf("sqlitestore: create job %s: insert: %w", j.ID, err)
+	}
+	var one int
+	switch err := tx.QueryRowContext(ctx, `SELECT 1 FROM jobs WHERE id = ?`, j.ID).Scan(&one); {
+	case err == nil:
+		return nil, fmt.Errorf("sqlitestore: create job %s: id exists: %w", j.ID, job.ErrConflict)
+	case !errors.Is(err, sql.ErrNoRows):
+		return nil, fmt.Errorf("sqlitestore: create job %s: look up id: %w", j.ID, err)
+	}
+	c := j.Counters
+	_, err = tx.ExecContext(ctx, `INSERT INTO jobs (id, kind, state, unique_key, channel, parent, spec, error, result,
+		created_at, updated_at, run_at, started_at, sliced_at, finished_at,
+		sliced, chunks_total, items_total, chunks_done, chunks_failed, items_done, items_failed, retries)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		j.ID, j.Kind, string(j.State), nullString(j.UniqueKey), j.Channel, j.Parent, string(sp), j.Error, j.Result,
+		micros(j.CreatedAt), micros(updated), nullMicros(j.RunAt), nullMicros(j.StartedAt), nullMicros(j.SlicedAt), nullMicros(j.FinishedAt),
+		c.Sliced, c.ChunksTotal, c.ItemsTotal, c.ChunksDone, c.ChunksFailed, c.ItemsDone, c.ItemsFailed, c.Retries)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: create job %s: insert: %w", j.ID, err)
+	}
+	for _, tag := range j.Tags {
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO job_tags (tag, job_id) VALUES (?, ?)`, tag, j.ID); err != nil {
+			return nil, fmt.Errorf("sqlitestore: create job %s: insert tag: %w", j.ID, err)
 		}
-		for _, tag := range j.Tags {
-			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO job_tags (tag, job_id) VALUES (?, ?)`, tag, j.ID); err != nil {
-				return fmt.Errorf("sqlitestore: create job %s: insert tag: %w", j.ID, err)
-			}
-		}
-		out, err = getJob(ctx, tx, j.ID)
-		return err
-	})
-	return out, err
+	}
+	if err := insertFlow(ctx, tx, j); err != nil {
+		return nil, err
+	}
+	return getJob(ctx, tx, j.ID)
 }
 
 // GetJob returns the job with its current counters, or an error wrapping
@@ -268,6 +283,9 @@ func (s *Store) ListJobs(ctx context.Context, q job.Query) (job.Page, error) {
 	}
 	if q.Tag != "" {
 		add("EXISTS (SELECT 1 FROM job_tags t WHERE t.tag = ? AND t.job_id = jobs.id)", q.Tag)
+	}
+	if q.Parent != "" {
+		add("parent = ?", q.Parent)
 	}
 	if !q.CreatedAfter.IsZero() {
 		add("created_at >= ?", micros(q.CreatedAfter))
@@ -358,6 +376,11 @@ func (s *Store) Transition(ctx context.Context, id string, from []job.State, to 
 			string(to), j.Error, j.Result, nullMicros(j.RunAt), nullMicros(j.StartedAt), nullMicros(j.FinishedAt), micros(s.clock.Now()), id)
 		if err != nil {
 			return fmt.Errorf("sqlitestore: transition job %s: %w", id, err)
+		}
+		if to.Terminal() {
+			if err := s.setFollowUp(ctx, tx, id); err != nil {
+				return err
+			}
 		}
 		out, err = getJob(ctx, tx, id)
 		return err
@@ -467,72 +490,80 @@ func (s *Store) RecordAttempt(ctx context.Context, jobID string, index int64, a 
 
 	var out store.Recorded
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		// A chunk row implies its job (foreign key); a terminal one is final.
-		cur, err := getChunk(ctx, tx, jobID, index)
-		switch {
-		case errors.Is(err, job.ErrNotFound):
-			cur = &job.Chunk{JobID: jobID, Index: index, State: job.ChunkPending}
-		case err != nil:
-			return err
-		case cur.State.Terminal():
-			out = store.Recorded{Applied: false, Chunk: cur}
-			return nil
-		}
-		var res sql.Result
-		switch a.Outcome {
-		case job.OutcomeSucceeded:
-			res, err = tx.ExecContext(ctx, `UPDATE jobs SET chunks_done = chunks_done + 1, items_done = items_done + ? WHERE id = ?`, a.Items, jobID)
-		case job.OutcomeFailed:
-			res, err = tx.ExecContext(ctx, `UPDATE jobs SET chunks_failed = chunks_failed + 1, items_failed = items_failed + ? WHERE id = ?`, a.Items, jobID)
-		default:
-			res, err = tx.ExecContext(ctx, `UPDATE jobs SET retries = retries + 1 WHERE id = ?`, jobID)
-		}
-		var n int64
-		if err == nil {
-			n, err = res.RowsAffected()
-		}
-		if err != nil {
-			return fmt.Errorf("sqlitestore: record attempt %s/%d: count: %w", jobID, index, err)
-		}
-		if n == 0 {
-			return fmt.Errorf("sqlitestore: record attempt %s/%d: job: %w", jobID, index, job.ErrNotFound)
-		}
-
-		c := *cur
-		a.N = len(c.Attempts) + 1
-		c.Attempts = append(c.Attempts, a)
-		c.State = state
-		if state.Terminal() {
-			c.Items = a.Items
-		}
-		c.RetryAt, c.Task = nil, nil
-		if retryAt != nil {
-			t := norm(*retryAt)
-			c.RetryAt = &t
-			c.Task = new(job.ChunkTask)
-			if err := json.Unmarshal([]byte(taskJSON.String), c.Task); err != nil {
-				return fmt.Errorf("sqlitestore: record attempt %s/%d: decode task: %w", jobID, index, err)
-			}
-		}
-		c.UpdatedAt = norm(s.clock.Now())
-		attempts, err := json.Marshal(c.Attempts)
-		if err != nil {
-			return fmt.Errorf("sqlitestore: record attempt %s/%d: encode attempts: %v: %w", jobID, index, err, job.ErrInvalid)
-		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO chunks (`+chunkCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (job_id, idx) DO UPDATE SET state = excluded.state, items = excluded.items, attempts = excluded.attempts,
-				retry_at = excluded.retry_at, task = excluded.task, updated_at = excluded.updated_at`,
-			jobID, index, string(c.State), c.Items, string(attempts), nullMicros(c.RetryAt), taskJSON, micros(c.UpdatedAt))
-		if err != nil {
-			return fmt.Errorf("sqlitestore: record attempt %s/%d: write chunk: %w", jobID, index, err)
-		}
-		out = store.Recorded{Applied: true, Chunk: &c}
-		return nil
+		var err error
+		out, err = s.recordTx(ctx, tx, jobID, index, a, state, retryAt, taskJSON)
+		return err
 	})
 	if err != nil {
 		return store.Recorded{}, err
 	}
 	return out, nil
+}
+
+// recordTx records attempt a (whose chunk state is state, parked until
+// retryAt with the encoded task taskJSON) of chunk index of job jobID
+// within tx, as RecordAttempt describes. ReplaceChunk records its chunk
+// through it too.
+func (s *Store) recordTx(ctx context.Context, tx *sql.Tx, jobID string, index int64, a job.Attempt, state job.ChunkState, retryAt *time.Time, taskJSON sql.NullString) (store.Recorded, error) {
+	// A chunk row implies its job (foreign key); a terminal one is final.
+	cur, err := getChunk(ctx, tx, jobID, index)
+	switch {
+	case errors.Is(err, job.ErrNotFound):
+		cur = &job.Chunk{JobID: jobID, Index: index, State: job.ChunkPending}
+	case err != nil:
+		return store.Recorded{}, err
+	case cur.State.Terminal():
+		return store.Recorded{Applied: false, Chunk: cur}, nil
+	}
+	var res sql.Result
+	switch a.Outcome {
+	case job.OutcomeSucceeded:
+		res, err = tx.ExecContext(ctx, `UPDATE jobs SET chunks_done = chunks_done + 1, items_done = items_done + ? WHERE id = ?`, a.Items, jobID)
+	case job.OutcomeFailed:
+		res, err = tx.ExecContext(ctx, `UPDATE jobs SET chunks_failed = chunks_failed + 1, items_failed = items_failed + ? WHERE id = ?`, a.Items, jobID)
+	default:
+		res, err = tx.ExecContext(ctx, `UPDATE jobs SET retries = retries + 1 WHERE id = ?`, jobID)
+	}
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	if err != nil {
+		return store.Recorded{}, fmt.Errorf("sqlitestore: record attempt %s/%d: count: %w", jobID, index, err)
+	}
+	if n == 0 {
+		return store.Recorded{}, fmt.Errorf("sqlitestore: record attempt %s/%d: job: %w", jobID, index, job.ErrNotFound)
+	}
+
+	c := *cur
+	a.N = len(c.Attempts) + 1
+	c.Attempts = append(c.Attempts, a)
+	c.State = state
+	if state.Terminal() {
+		c.Items = a.Items
+	}
+	c.RetryAt, c.Task = nil, nil
+	if retryAt != nil {
+		t := norm(*retryAt)
+		c.RetryAt = &t
+		c.Task = new(job.ChunkTask)
+		if err := json.Unmarshal([]byte(taskJSON.String), c.Task); err != nil {
+			return store.Recorded{}, fmt.Errorf("sqlitestore: record attempt %s/%d: decode task: %w", jobID, index, err)
+		}
+	}
+	c.UpdatedAt = norm(s.clock.Now())
+	attempts, err := json.Marshal(c.Attempts)
+	if err != nil {
+		return store.Recorded{}, fmt.Errorf("sqlitestore: record attempt %s/%d: encode attempts: %v: %w", jobID, index, err, job.ErrInvalid)
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO chunks (`+chunkCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (job_id, idx) DO UPDATE SET state = excluded.state, items = excluded.items, attempts = excluded.attempts,
+			retry_at = excluded.retry_at, task = excluded.task, updated_at = excluded.updated_at`,
+		jobID, index, string(c.State), c.Items, string(attempts), nullMicros(c.RetryAt), taskJSON, micros(c.UpdatedAt))
+	if err != nil {
+		return store.Recorded{}, fmt.Errorf("sqlitestore: record attempt %s/%d: write chunk: %w", jobID, index, err)
+	}
+	return store.Recorded{Applied: true, Chunk: &c}, nil
 }
 
 // GetChunk returns the record of chunk index of job jobID, or an error
@@ -682,11 +713,16 @@ func scanJob(r scanner) (*job.Job, error) {
 		created, updated                       int64
 		runAt, startedAt, slicedAt, finishedAt sql.NullInt64
 		c                                      = &j.Counters
+		f                                      flowScan
 	)
 	err := r.Scan(&j.ID, &j.Kind, &state, &j.UniqueKey, &j.Channel, &j.Parent, &sp, &j.Error, &j.Result,
 		&created, &updated, &runAt, &startedAt, &slicedAt, &finishedAt,
-		&c.Sliced, &c.ChunksTotal, &c.ItemsTotal, &c.ChunksDone, &c.ChunksFailed, &c.ItemsDone, &c.ItemsFailed, &c.Retries)
+		&c.Sliced, &c.ChunksTotal, &c.ItemsTotal, &c.ChunksDone, &c.ChunksFailed, &c.ItemsDone, &c.ItemsFailed, &c.Retries,
+		&f.pending, &f.spec, &f.failure, &f.token)
 	if err != nil {
+		return nil, err
+	}
+	if err := f.apply(&j); err != nil {
 		return nil, err
 	}
 	var d spec

@@ -20,6 +20,7 @@ func matches(q job.Query, j *job.Job) bool {
 	case q.Kind != "" && j.Kind != q.Kind,
 		q.State != "" && j.State != q.State,
 		q.Tag != "" && !slices.Contains(j.Tags, q.Tag),
+		q.Parent != "" && j.Parent != q.Parent,
 		!q.CreatedAfter.IsZero() && j.CreatedAt.Before(q.CreatedAfter),
 		!q.CreatedBefore.IsZero() && !j.CreatedAt.Before(q.CreatedBefore),
 		!q.RunAtBefore.IsZero() && (j.RunAt == nil || j.RunAt.After(q.RunAtBefore)),
@@ -57,6 +58,7 @@ func testListJobs(t *testing.T, s store.Store) {
 	u := uniq()
 	kind, otherKind := "storetest.list."+u, "storetest.list-other."+u
 	tagA, tagB := "tag-a-"+u, "tag-b-"+u
+	parentA, parentB := job.NewID(time.Now()), job.NewID(time.Now())
 	base := time.Now().UTC().Add(-24 * time.Hour).Truncate(time.Millisecond)
 	states := []job.State{job.StateQueued, job.StateRunning, job.StateSucceeded}
 	const n = 12
@@ -77,12 +79,19 @@ func testListJobs(t *testing.T, s store.Store) {
 			r := runAt(i)
 			j.RunAt = &r
 		}
+		switch i % 5 {
+		case 1, 2, 4:
+			j.Parent = parentA
+		case 3:
+			j.Parent = parentB
+		}
 		j.UpdatedAt = updated(i)
 		all = append(all, create(t, s, j))
 	}
 	// A job of another kind that carries both tags.
 	decoy := newJob(otherKind, created(n))
 	decoy.Tags = []string{tagA, tagB}
+	decoy.Parent = parentA
 	all = append(all, create(t, s, decoy))
 	slices.SortFunc(all, func(a, b *job.Job) int { return strings.Compare(b.ID, a.ID) })
 
@@ -104,6 +113,15 @@ func testListJobs(t *testing.T, s store.Store) {
 		{"RunAtBeforeInclusive", job.Query{Kind: kind, RunAtBefore: runAt(5)}},
 		{"UpdatedBeforeExclusive", job.Query{Kind: kind, UpdatedBefore: updated(6)}},
 		{"Combined", job.Query{Tag: tagA, State: job.StateQueued, CreatedAfter: created(1), RunAtBefore: far, UpdatedBefore: far}},
+		{"Parent", job.Query{Parent: parentA}},
+		{"OtherParent", job.Query{Parent: parentB}},
+		{"ParentKind", job.Query{Parent: parentA, Kind: kind}},
+		{"ParentState", job.Query{Parent: parentA, State: job.StateRunning}},
+		{"ParentTerminalState", job.Query{Parent: parentA, State: job.StateSucceeded}},
+		{"ParentTag", job.Query{Parent: parentA, Tag: tagB}},
+		{"ParentCreatedBetween", job.Query{Parent: parentA, CreatedAfter: created(2), CreatedBefore: created(9)}},
+		{"ParentUpdatedBefore", job.Query{Parent: parentA, Kind: kind, UpdatedBefore: updated(6)}},
+		{"ParentRunAtBefore", job.Query{Parent: parentA, RunAtBefore: runAt(7)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

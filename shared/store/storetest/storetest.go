@@ -67,6 +67,17 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ListJobs", testListJobs},
 		{"ListJobsPageSize", testListJobsPageSize},
 		{"ListJobsBadCursor", testListJobsBadCursor},
+		{"ReplaceChunk", testReplaceChunk},
+		{"ReplaceChunkAfterRetries", testReplaceChunkAfterRetries},
+		{"ReplaceChunkUniqueHeld", testReplaceChunkUniqueHeld},
+		{"ReplaceChunkBudget", testReplaceChunkBudget},
+		{"ReplaceChunkInvalid", testReplaceChunkInvalid},
+		{"ReplaceChunkRace", testReplaceChunkRace},
+		{"Dependencies", testDependencies},
+		{"DependsOnInvalid", testDependsOnInvalid},
+		{"ResolveRace", testResolveRace},
+		{"FollowUps", testFollowUps},
+		{"FollowUpCreated", testFollowUpCreated},
 	} {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
@@ -105,6 +116,12 @@ func testCreateGet(t *testing.T, s store.Store) {
 		ChunkSize:         1000,
 		MaxAttempts:       5,
 		TolerateFailedPct: 2.5,
+		DependsOn:         []string{job.NewID(created.Add(-2 * time.Hour)), job.NewID(created.Add(-3 * time.Hour))},
+		RunAnyway:         true,
+		CallbackURL:       "https://example.com/" + u,
+		DepsPending:       2,
+		DepFailure:        "dependency x failed: " + u,
+		FollowUp:          "token-" + u,
 		State:             job.StateRunning,
 		RunAt:             at(time.Minute),
 		Parent:            job.NewID(created.Add(-time.Hour)),
@@ -338,6 +355,13 @@ func testTransition(t *testing.T, s store.Store) {
 			}
 			if p := tc.patch; p.FinishedAt != nil {
 				want.FinishedAt = p.FinishedAt
+			}
+			if tc.to.Terminal() {
+				// A terminal transition owes follow-up work: a fresh token.
+				if got.FollowUp == "" {
+					t.Errorf("Transition to %s set no follow-up token", tc.to)
+				}
+				want.FollowUp = got.FollowUp
 			}
 			if d := cmp.Diff(&want, got, cmpOpts, ignoreUpdated); d != "" {
 				t.Errorf("Transition returned (-want +got):\n%s", d)
