@@ -463,8 +463,12 @@ func TestReplaceLarge(t *testing.T) {
 		}
 		seenI := map[string]bool{}
 		for _, g := range grand {
-			if g.Kind != "leaf" || g.Parent != fan.ID || g.State != job.StateQueued || held[g.ID] != 1 {
-				t.Fatalf("grandchild %+v with %d slice tasks, want a queued leaf of %s with 1", g, held[g.ID], fan.ID)
+			// The embedded queue delivers each message once; SQS at least
+			// once (a SendMessageBatch retried after a lost answer sends its
+			// entries again), and a repeated slice task is harmless.
+			tasksOK := held[g.ID] == 1 || (on != onEmbedded && held[g.ID] >= 1)
+			if g.Kind != "leaf" || g.Parent != fan.ID || g.State != job.StateQueued || !tasksOK {
+				t.Fatalf("grandchild %+v with %d slice tasks, want a queued leaf of %s with 1 (at least 1 on SQS)", g, held[g.ID], fan.ID)
 			}
 			seenI[string(g.Args)] = true
 		}

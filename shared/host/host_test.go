@@ -106,9 +106,18 @@ func TestHostRunsJobWithRetries(t *testing.T) {
 	if c.Retries != 7 {
 		t.Fatalf("retries %d, want 7 (6 flaky chunks and 1 panic)", c.Retries)
 	}
-	inv, fails := r.h.Invocations()
-	if inv[r.e.Queues().Channel("default")] == 0 || inv[r.e.Queues().Slice()] < 2 || len(fails) != 0 {
-		t.Fatalf("invocations %v, failures %v", inv, fails)
+	// The host counts an invocation when it returns, just after the finish
+	// step's terminal write that waitTerminal saw.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		inv, fails := r.h.Invocations()
+		if inv[r.e.Queues().Channel("default")] > 0 && inv[r.e.Queues().Slice()] >= 2 && len(fails) == 0 {
+			break
+		}
+		if len(fails) != 0 || time.Now().After(deadline) {
+			t.Fatalf("invocations %v, failures %v: want chunk invocations, a slice and a finish invocation, no failures", inv, fails)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
