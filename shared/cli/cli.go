@@ -67,6 +67,7 @@ type hostFlags struct {
 	workers    int
 	visibility time.Duration
 	sweep      time.Duration
+	staleAfter time.Duration
 	logFile    string
 	budget     int64
 	// schedules is the schedules file the host fires ("" for none);
@@ -80,6 +81,7 @@ func (f *hostFlags) register(c *cobra.Command) {
 	c.Flags().IntVar(&f.workers, "workers", 4, "concurrent worker invocations per channel")
 	c.Flags().DurationVar(&f.visibility, "visibility", 2*time.Minute, "visibility timeout of the queues (the chunk lease)")
 	c.Flags().DurationVar(&f.sweep, "sweep-every", time.Minute, "period of the scheduler (sweeper)")
+	c.Flags().DurationVar(&f.staleAfter, "stale-after", 5*time.Minute, "how long a job may sit queued or finishing before the sweeper re-drives it (its task was lost)")
 	c.Flags().StringVar(&f.logFile, "log", "", "write the host's log to this file (default: stderr)")
 	c.Flags().Int64Var(&f.budget, "slice-budget", 0, "most chunk tasks one slicer invocation sends; larger inputs are sliced recursively (0: the engine's 10,000)")
 }
@@ -143,7 +145,7 @@ func openStack(ctx context.Context, f hostFlags, addr string, stdout, stderr io.
 	if err != nil {
 		return nil, err
 	}
-	cfg := engine.Config{Store: be.Store, Queue: be.Queue, Blobs: be.Blobs, Registry: reg, Logger: s.log, SliceBudget: f.budget}
+	cfg := engine.Config{Store: be.Store, Queue: be.Queue, Blobs: be.Blobs, Registry: reg, Logger: s.log, SliceBudget: f.budget, StaleAfter: f.staleAfter}
 	if onTerminal != nil {
 		cfg.OnTerminal = func(*job.Job) { onTerminal() }
 	}

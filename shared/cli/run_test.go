@@ -23,7 +23,10 @@ func sampleRun(t *testing.T, bf backendFlags, records int64) string {
 	t.Helper()
 	bf.data = t.TempDir()
 	f := runFlags{
-		hostFlags:  hostFlags{backendFlags: bf, workers: 4, visibility: 15 * time.Second, sweep: 10 * time.Second},
+		// A task lost to an injected fault (a send that failed every
+		// retry) is re-driven by the sweeper after staleAfter, as in a
+		// deployment, but within the test's time.
+		hostFlags:  hostFlags{backendFlags: bf, workers: 4, visibility: 15 * time.Second, sweep: 10 * time.Second, staleAfter: 30 * time.Second},
 		kind:       keycount.Kind,
 		records:    records,
 		seed:       7,
