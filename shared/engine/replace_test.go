@@ -422,6 +422,7 @@ func TestReplaceLarge(t *testing.T) {
 		ours := map[string]bool{j.ID: true, fan.ID: true}
 		held := map[string]int{}
 		chq := r.e.Queues().Channel(engine.DefaultChannel)
+		var idle time.Time
 		for {
 			ran := 0
 			for _, ct := range r.controlTasks() {
@@ -448,8 +449,17 @@ func TestReplaceLarge(t *testing.T) {
 				ran++
 			}
 			if ran == 0 {
+				// Wait out chunk leases lost with a receive's answer; the
+				// grandchildren's slice tasks stay leased on purpose.
+				if idle.IsZero() {
+					idle = time.Now()
+				}
+				if r.awaitLeases(idle, chq) {
+					continue
+				}
 				break
 			}
+			idle = time.Time{}
 		}
 		if got := r.job(fan.ID); got.State != job.StateSucceeded || got.Counters.ChunksDone != wantChunks || got.Counters.ItemsDone != int64(n) {
 			t.Errorf("fan-out job %s %+v, want succeeded with %d chunks and %d items", got.State, got.Counters, wantChunks, n)
@@ -579,6 +589,7 @@ func (r *rig) sweepAndDrain() {
 func (r *rig) drainLogged() {
 	r.t.Helper()
 	ctx := context.Background()
+	var idle time.Time
 	for {
 		ran := r.control()
 		for _, ch := range r.e.Registry().Channels() {
@@ -597,8 +608,15 @@ func (r *rig) drainLogged() {
 			}
 		}
 		if ran == 0 {
+			if idle.IsZero() {
+				idle = time.Now()
+			}
+			if r.awaitLeases(idle, r.workQueues()...) {
+				continue
+			}
 			return
 		}
+		idle = time.Time{}
 	}
 }
 
