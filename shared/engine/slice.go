@@ -97,11 +97,7 @@ func (e *Engine) slice(ctx context.Context, t job.ControlTask) error {
 			return e.maybeFinish(ctx, spread)
 		}
 	}
-	em := &emitter{e: e, j: j, queueName: e.queues.Channel(j.Channel), from: t.From, next: t.From, items: t.Items,
-		stopAt: t.From + e.budget, started: time.Now()}
-	if dl, ok := ctx.Deadline(); ok {
-		em.deadline = em.started.Add(time.Until(dl) / 2)
-	}
+	em := e.newEmitter(ctx, j, t)
 	err = e.emitChunks(ctx, reg, args, j, em)
 	if errors.Is(err, errBudget) {
 		if err := em.flush(ctx); err != nil {
@@ -166,6 +162,18 @@ type emitter struct {
 	started   time.Time
 	deadline  time.Time
 	buf       []queue.Outgoing
+}
+
+// newEmitter starts an emitter for control task t of job j: from t.From
+// (and up to t.To, or t.Items already counted), with this invocation's
+// budget, handing on after half of the time left in ctx.
+func (e *Engine) newEmitter(ctx context.Context, j *job.Job, t job.ControlTask) *emitter {
+	em := &emitter{e: e, j: j, queueName: e.queues.Channel(j.Channel), from: t.From, next: t.From, to: t.To, items: t.Items,
+		stopAt: t.From + e.budget, started: time.Now()}
+	if dl, ok := ctx.Deadline(); ok {
+		em.deadline = em.started.Add(time.Until(dl) / 2)
+	}
+	return em
 }
 
 func (em *emitter) plan(ctx context.Context, p split.Plan, in func(split.Range) (job.ChunkInput, int64)) error {

@@ -33,7 +33,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/slicework/slicework/shared/job"
 	"github.com/slicework/slicework/shared/split"
@@ -188,11 +187,7 @@ func (e *Engine) subSlice(ctx context.Context, t job.ControlTask) error {
 	if err != nil {
 		return e.failJob(ctx, j, fmt.Sprintf("slicer: %v", err))
 	}
-	em := &emitter{e: e, j: j, queueName: e.queues.Channel(j.Channel), from: t.From, next: t.From, to: t.To,
-		stopAt: t.From + e.budget, started: time.Now()}
-	if dl, ok := ctx.Deadline(); ok {
-		em.deadline = em.started.Add(time.Until(dl) / 2)
-	}
+	em := e.newEmitter(ctx, j, t)
 	err = e.emitChunks(ctx, reg, args, j, em)
 	if errors.Is(err, errBudget) {
 		if err := em.flush(ctx); err != nil {

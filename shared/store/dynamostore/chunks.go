@@ -9,9 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/slicework/slicework/shared/job"
@@ -598,16 +596,9 @@ func (s *Store) DueRetries(ctx context.Context, now time.Time, limit int) ([]*jo
 	if nowMs < 0 {
 		return nil, nil
 	}
-	kc := expression.Key(AttrDuePK).Equal(expression.Value(dueRetries)).
-		And(expression.Key(AttrDueSK).LessThan(expression.Value(key13(min(nowMs, maxKeyTime-1) + 1))))
-	ex, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+	in, err := s.queryBefore(IndexDue, AttrDuePK, dueRetries, AttrDueSK, nowMs, n)
 	if err != nil {
 		return fail(err)
-	}
-	in := &dynamodb.QueryInput{
-		TableName: aws.String(s.table), IndexName: aws.String(IndexDue),
-		KeyConditionExpression: ex.KeyCondition(), ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
-		Limit: aws.Int32(int32(n)),
 	}
 	var out []*job.Chunk
 	for len(out) < n {

@@ -230,3 +230,23 @@ func (s *Store) getItem(ctx context.Context, key map[string]types.AttributeValue
 	}
 	return out.Item, nil
 }
+
+// queryBefore is the query of a sparse time index (key pk in attribute
+// pkAttr, sort key the 13-digit time in skAttr) for every entry at or
+// before ms; limit 0 leaves the page size to DynamoDB.
+func (s *Store) queryBefore(index, pkAttr, pk, skAttr string, ms int64, limit int) (*dynamodb.QueryInput, error) {
+	kc := expression.Key(pkAttr).Equal(expression.Value(pk)).
+		And(expression.Key(skAttr).LessThan(expression.Value(key13(min(ms, maxKeyTime-1) + 1))))
+	ex, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+	if err != nil {
+		return nil, fmt.Errorf("build query: %w", err)
+	}
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(s.table), IndexName: aws.String(index),
+		KeyConditionExpression: ex.KeyCondition(), ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
+	}
+	if limit > 0 {
+		in.Limit = aws.Int32(int32(limit))
+	}
+	return in, nil
+}

@@ -243,16 +243,9 @@ func (s *Store) FollowUps(ctx context.Context, before time.Time, limit int) ([]*
 	if ms < 0 {
 		return nil, nil
 	}
-	kc := expression.Key(AttrFollowPK).Equal(expression.Value(followPK)).
-		And(expression.Key(AttrFollowSK).LessThan(expression.Value(key13(min(ms, maxKeyTime-1) + 1))))
-	ex, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+	in, err := s.queryBefore(IndexFollowUps, AttrFollowPK, followPK, AttrFollowSK, ms, n)
 	if err != nil {
 		return fail(err)
-	}
-	in := &dynamodb.QueryInput{
-		TableName: aws.String(s.table), IndexName: aws.String(IndexFollowUps),
-		KeyConditionExpression: ex.KeyCondition(), ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
-		Limit: aws.Int32(int32(n)),
 	}
 	var out []*job.Job
 	for len(out) < n {

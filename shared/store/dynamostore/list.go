@@ -343,15 +343,9 @@ func (s *Store) dueSource(ctx context.Context, q job.Query, r lskRange) (*merged
 	if ms < 0 {
 		return &merged{}, nil
 	}
-	kc := expression.Key(AttrDuePK).Equal(expression.Value(dueJobs)).
-		And(expression.Key(AttrDueSK).LessThan(expression.Value(key13(min(ms, maxKeyTime-1) + 1))))
-	ex, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+	in, err := s.queryBefore(IndexDue, AttrDuePK, dueJobs, AttrDueSK, ms, 0)
 	if err != nil {
-		return nil, fmt.Errorf("build query: %w", err)
-	}
-	in := &dynamodb.QueryInput{
-		TableName: aws.String(s.table), IndexName: aws.String(IndexDue),
-		KeyConditionExpression: ex.KeyCondition(), ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
+		return nil, err
 	}
 	all := &stream{done: true}
 	for read := 0; ; {
